@@ -1,0 +1,38 @@
+# The two commands the README promises:
+#   make demo   set up from nothing and run the main job on embedded defaults
+#   make test   set up from nothing and run the checks and the tests
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: setup demo test lint bench system-deps clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/digestbot db upgrade
+	$(BIN)/digestbot poll
+
+# Chromium (with CJK fonts) for the rendering tests, docker-compose to validate
+# the compose file; installed with apt-get when missing and we are root.
+system-deps:
+	@sh scripts/install-system-deps.sh
+
+lint: setup
+	$(BIN)/ruff check bot tests bench scripts
+	$(BIN)/mypy bot
+
+test: setup system-deps lint
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) var build *.egg-info

@@ -1,0 +1,108 @@
+"""The only place that joins the stages: feeds -> store -> digest -> render -> deliver.
+
+The CLI, the web app and the scheduler call these functions and nothing
+lower, so every way of running the bot does the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot import feeds, store
+from bot.config import Settings
+from bot.db import transaction
+from bot.errors import FeedError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one feed's poll did; ``status`` is ok, not-modified or error."""
+
+    url: str
+    status: str
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    error: str | None = None
+    warning: str | None = None
+
+    def summary(self) -> str:
+        if self.status == "error":
+            return f"error         {self.url}: {self.error}"
+        if self.status == "not-modified":
+            return f"not modified  {self.url}"
+        line = (f"ok            {self.url}: {self.new} new, {self.updated} updated, "
+                f"{self.unchanged} unchanged")
+        return line + (f" (warning: {self.warning})" if self.warning else "")
+
+
+def fetch_options(settings: Settings) -> feeds.FetchOptions:
+    return feeds.FetchOptions(
+        timeout=settings.http_timeout,
+        max_bytes=settings.max_feed_bytes,
+        max_redirects=settings.max_redirects,
+        user_agent=settings.user_agent,
+    )
+
+
+def poll_feeds(
+    settings: Settings,
+    factory: sessionmaker[Session],
+    urls: Sequence[str] | None = None,
+    on_result: Callable[[PollResult], None] | None = None,
+) -> list[PollResult]:
+    """Poll each feed in turn; a failing feed is recorded and the others go on."""
+    options = fetch_options(settings)
+    results = []
+    with feeds.make_client(options) as client:
+        for url in urls or settings.feed_urls:
+            result = poll_feed(url, options, factory, client)
+            log.log(logging.WARNING if result.status == "error" else logging.INFO,
+                    "poll %s", result.summary())
+            results.append(result)
+            if on_result:
+                on_result(result)
+    return results
+
+
+def poll_feed(
+    url: str, options: feeds.FetchOptions, factory: sessionmaker[Session], client: object = None
+) -> PollResult:
+    """Fetch, parse and store one feed; errors end up in the feed's health record."""
+    now = datetime.now(UTC)
+    try:
+        with factory() as session:
+            known = store.feed_by_url(session, url)
+            etag = known.etag if known else None
+            last_modified = known.last_modified if known else None
+            old_hash = known.body_hash if known else None
+        fetched = feeds.fetch(url, options, etag, last_modified, client)  # type: ignore[arg-type]
+        with transaction(factory) as session:
+            feed = store.get_or_create_feed(session, url)
+            if fetched.not_modified:
+                store.record_success(feed, now)
+                return PollResult(url, "not-modified")
+            assert fetched.body is not None
+            digest = feeds.body_hash(fetched.body)
+            if digest == old_hash:  # same bytes as last time: nothing to parse
+                store.record_success(feed, now, etag=fetched.etag,
+                                     last_modified=fetched.last_modified)
+                return PollResult(url, "not-modified")
+            parsed = feeds.parse(fetched.body, url, fetched.content_type)
+            counts = store.save_entries(session, feed, parsed.entries, now)
+            store.record_success(feed, now, title=parsed.title, etag=fetched.etag,
+                                 last_modified=fetched.last_modified, body_hash=digest)
+            return PollResult(url, "ok", counts.new, counts.updated, counts.unchanged,
+                              warning=parsed.warning)
+    except FeedError as exc:
+        message = exc.message.removeprefix(f"{url}: ")
+        with transaction(factory) as session:
+            store.record_failure(session, url, now, message)
+        return PollResult(url, "error", error=message)
