@@ -5,6 +5,7 @@ report out, and BotErrors turned into a clean message and exit code 1.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -132,13 +133,19 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
 
 
 @cli.command("feeds")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="A table for people or JSON for scripts.")
 @pass_app
 @reports_errors
-def feeds_command(app: App) -> None:
+def feeds_command(app: App, fmt: str) -> None:
     """Show each feed's health: last success, last error, failures in a row."""
     with app.factory() as session:
         rows = store.all_feeds(session)
         counts = store.entry_counts(session)
+    if fmt == "json":
+        click.echo(json.dumps([_feed_json(feed, counts.get(feed.id, 0)) for feed in rows],
+                              ensure_ascii=False, indent=2))
+        return
     table = Table("feed", "entries", "last success", "failures", "last error")
     for feed in rows:
         table.add_row(
@@ -149,6 +156,15 @@ def feeds_command(app: App) -> None:
             feed.last_error if feed.consecutive_failures else "",
         )
     console.print(table if rows else "no feeds polled yet: run `digestbot poll`")
+
+
+def _feed_json(feed: Any, entries: int) -> dict[str, Any]:
+    def iso(moment: Any) -> str | None:
+        return moment.isoformat() if moment else None
+    return {"url": feed.url, "title": feed.title, "entries": entries,
+            "last_polled_at": iso(feed.last_polled_at), "last_success_at": iso(feed.last_success_at),
+            "last_error": feed.last_error, "last_error_at": iso(feed.last_error_at),
+            "consecutive_failures": feed.consecutive_failures}
 
 
 def _when(moment: Any) -> str:
