@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import feeds, store
@@ -73,7 +74,8 @@ def poll_feeds(
 
 
 def poll_feed(
-    url: str, options: feeds.FetchOptions, factory: sessionmaker[Session], client: object = None
+    url: str, options: feeds.FetchOptions, factory: sessionmaker[Session],
+    client: httpx.Client | None = None,
 ) -> PollResult:
     """Fetch, parse and store one feed; errors end up in the feed's health record."""
     now = datetime.now(UTC)
@@ -83,7 +85,7 @@ def poll_feed(
             etag = known.etag if known else None
             last_modified = known.last_modified if known else None
             old_hash = known.body_hash if known else None
-        fetched = feeds.fetch(url, options, etag, last_modified, client)  # type: ignore[arg-type]
+        fetched = feeds.fetch(url, options, etag, last_modified, client)
         with transaction(factory) as session:
             feed = store.get_or_create_feed(session, url)
             if fetched.not_modified:

@@ -158,12 +158,8 @@ def parse_themes(text: str, label: str = "<themes>") -> ThemeSet:
     return ThemeSet(
         themes=themes,
         catch_all_name=_text(catch_all, "name", label, "[catch_all]", default="其他精读"),
-        catch_all_name_en=_optional_text(
-            catch_all, "name_en", label, "[catch_all]", default="More deep reads"
-        ),
-        catch_all_description=_text(
-            catch_all, "description", label, "[catch_all]", default="", allow_empty=True
-        ),
+        catch_all_name_en=_optional_text(catch_all, "name_en", label, "[catch_all]", default="More deep reads"),
+        catch_all_description=_text(catch_all, "description", label, "[catch_all]", default="", allow_empty=True),
         max_sections=_int_setting(settings, "max_sections", label, default=8, minimum=1),
         min_section_size=_int_setting(settings, "min_section_size", label, default=2, minimum=1),
         min_score=_float_setting(settings, "min_score", label, default=3.0),
@@ -194,9 +190,7 @@ def _parse_theme(key: str, value: Any, label: str) -> ThemeDef:
     )
 
 
-def _reject_unknown(
-    table: Mapping[str, Any], allowed: frozenset[str], label: str, where: str
-) -> None:
+def _reject_unknown(table: Mapping[str, Any], allowed: frozenset[str], label: str, where: str) -> None:
     """Fail on unknown fields: a typo like `keyword =` would otherwise be ignored silently."""
     unknown = sorted(set(table) - allowed)
     if unknown:
@@ -234,9 +228,7 @@ def _text(
     return value.strip()
 
 
-def _optional_text(
-    table: Mapping[str, Any], field: str, label: str, where: str, *, default: str | None
-) -> str | None:
+def _optional_text(table: Mapping[str, Any], field: str, label: str, where: str, *, default: str | None) -> str | None:
     value = table.get(field, default)
     if value is None:
         return None
@@ -252,21 +244,15 @@ def _keyword_list(table: Mapping[str, Any], field: str, label: str, where: str) 
     words: list[str] = []
     for word in value:
         if not isinstance(word, str) or not word.strip("* ").strip():
-            raise ThemesError(
-                f"themes file {label}: {where} `{field}` has an empty or non-string entry"
-            )
+            raise ThemesError(f"themes file {label}: {where} `{field}` has an empty or non-string entry")
         words.append(word.strip())
     return tuple(words)
 
 
-def _int_setting(
-    table: Mapping[str, Any], field: str, label: str, *, default: int, minimum: int
-) -> int:
+def _int_setting(table: Mapping[str, Any], field: str, label: str, *, default: int, minimum: int) -> int:
     value = table.get(field, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ThemesError(
-            f"themes file {label}: [settings] `{field}` must be an integer >= {minimum}"
-        )
+        raise ThemesError(f"themes file {label}: [settings] `{field}` must be an integer >= {minimum}")
     return value
 
 
@@ -316,11 +302,7 @@ def keyword_pattern(keyword: str) -> str:
             if parts and parts[-1] != _SEPARATOR_RE:
                 parts.append(_SEPARATOR_RE)
         else:
-            if (
-                previous
-                and previous not in _SEPARATORS
-                and (_is_word_char(previous) != _is_word_char(char))
-            ):
+            if previous and previous not in _SEPARATORS and (_is_word_char(previous) != _is_word_char(char)):
                 parts.append(r"\s?")
             parts.append(re.escape(char))
         previous = char
@@ -473,9 +455,7 @@ def _fallback_theme(entry: _Scored, open_themes: Iterable[int], min_score: float
     return min(candidates, key=lambda t: (-entry.scores[t], t))
 
 
-def _assign(
-    scored: Sequence[_Scored], themes: ThemeSet
-) -> tuple[dict[int, list[_Scored]], list[_Scored]]:
+def _assign(scored: Sequence[_Scored], themes: ThemeSet) -> tuple[dict[int, list[_Scored]], list[_Scored]]:
     """Best-theme assignment, then dissolve sections that are too small.
 
     The smallest section is dissolved first; its entries move to their best
@@ -567,26 +547,38 @@ class _Terms:
 
 
 @lru_cache(maxsize=4)
-def _segmenter(themes: ThemeSet) -> Any:
-    """A private rjieba instance that knows the themes' Chinese phrases.
+def _theme_phrases(themes: ThemeSet) -> frozenset[str]:
+    """The themes' Chinese keywords, to re-join what jieba splits (信用 / 分配)."""
+    return frozenset(
+        word
+        for theme in themes.themes
+        for keyword in (*theme.strong_keywords, *theme.keywords, *theme.weak_keywords)
+        if _CJK_RE.match(word := keyword.strip("* "))
+    )
 
-    Without them jieba splits 信用分配 into 信用 / 分配, and a derived
-    section would be named after half a term. A private instance keeps the
-    shared default dictionary untouched for other modules. Imported lazily:
-    loading a dictionary takes ~0.2 s and most weeks never need it.
+
+def _join_phrases(tokens: Sequence[str], phrases: frozenset[str]) -> list[str]:
+    """Greedily merge up to four adjacent tokens that spell a theme phrase.
+
+    Cheaper than loading a second jieba dictionary, and leaves the shared
+    default dictionary untouched for other modules.
     """
-    import rjieba
+    joined: list[str] = []
+    index = 0
+    while index < len(tokens):
+        for span in range(min(4, len(tokens) - index), 1, -1):
+            candidate = "".join(tokens[index : index + span])
+            if candidate in phrases:
+                joined.append(candidate)
+                index += span
+                break
+        else:
+            joined.append(tokens[index])
+            index += 1
+    return joined
 
-    segmenter = rjieba.Jieba()
-    for theme in themes.themes:
-        for keyword in (*theme.strong_keywords, *theme.keywords, *theme.weak_keywords):
-            word = keyword.strip("* ")
-            if _CJK_RE.match(word):
-                segmenter.add_word(word, 50000, "n")
-    return segmenter
 
-
-def _raw_terms(item: Item, cut: Any) -> tuple[Counter[str], set[str], dict[str, str]]:
+def _raw_terms(item: Item, cut: Callable[[str], list[str]]) -> tuple[Counter[str], set[str], dict[str, str]]:
     """Term counts of one item; title and paper terms count double."""
     counts: Counter[str] = Counter()
     in_title: set[str] = set()
@@ -604,7 +596,7 @@ def _raw_terms(item: Item, cut: Any) -> tuple[Counter[str], set[str], dict[str, 
     return counts, in_title, surface
 
 
-def _tokens(text: str, cut: Any) -> list[str]:
+def _tokens(text: str, cut: Callable[[str], list[str]]) -> list[str]:
     """English words by regex and Chinese words by rjieba, stopwords removed."""
     tokens = [
         match.group(0)
@@ -612,32 +604,37 @@ def _tokens(text: str, cut: Any) -> list[str]:
         if len(match.group(0)) >= 3 and match.group(0).casefold() not in _EN_STOPWORDS
     ]
     tokens += [
-        word
-        for word in cut(re.sub(r"[A-Za-z0-9]+", " ", text))
-        if _CJK_RE.match(word) and word not in _ZH_STOPWORDS
+        word for word in cut(re.sub(r"[A-Za-z0-9]+", " ", text)) if _CJK_RE.match(word) and word not in _ZH_STOPWORDS
     ]
     return tokens
 
 
-def _term_vectors(items: Sequence[Item], themes: ThemeSet) -> dict[str, _Terms]:
+def _term_vectors(items: Sequence[Item], themes: ThemeSet) -> tuple[dict[str, _Terms], dict[str, float]]:
     """TF-IDF vectors with IDF taken over the whole week, so a term common to
     the week (e.g. GRPO) does not glue unrelated leftovers together."""
-    cut = _segmenter(themes).cut
+    import rjieba  # imported lazily: loading its dictionary takes ~0.2 s
+
+    phrases = _theme_phrases(themes)
+
+    def cut(text: str) -> list[str]:
+        return _join_phrases(rjieba.cut(text), phrases)
+
     raw = {item.key: _raw_terms(item, cut) for item in items}
     doc_freq: Counter[str] = Counter()
     for counts, _, _ in raw.values():
         doc_freq.update(counts.keys())
     total = len(items)
+    idf = {
+        term: math.log((1 + total) / (1 + df)) + 1.0
+        for term, df in doc_freq.items()
+        if df <= max(2, _MAX_DF_SHARE * total)
+    }
     vectors: dict[str, _Terms] = {}
     for key, (counts, in_title, surface) in raw.items():
-        weights = {
-            term: (1.0 + math.log(count)) * (math.log((1 + total) / (1 + doc_freq[term])) + 1.0)
-            for term, count in counts.items()
-            if doc_freq[term] <= max(2, _MAX_DF_SHARE * total)
-        }
+        weights = {term: (1.0 + math.log(count)) * idf[term] for term, count in counts.items() if term in idf}
         salient = frozenset(t for t in weights if t in in_title or counts[t] >= 2)
         vectors[key] = _Terms(weights, salient, surface)
-    return vectors
+    return vectors, idf
 
 
 def _derive_groups(
@@ -651,7 +648,7 @@ def _derive_groups(
     """
     if len(leftovers) < 2:
         return [], list(leftovers)
-    vectors = _term_vectors(week, themes)
+    vectors, idf = _term_vectors(week, themes)
     postings: dict[str, list[str]] = {}
     for entry in leftovers:
         for term in vectors[entry.item.key].salient:
@@ -659,7 +656,7 @@ def _derive_groups(
     by_key = {entry.item.key: entry for entry in leftovers}
     anchors = sorted(
         (t for t, keys in postings.items() if len(keys) >= 2),
-        key=lambda t: (-len(postings[t]), -_idf_hint(t, vectors), t),
+        key=lambda t: (-len(postings[t]), -idf[t], t),
     )
     taken: set[str] = set()
     derived: list[tuple[str, str | None, list[Item]]] = []
@@ -673,11 +670,6 @@ def _derive_groups(
         derived.append((name, name_en, [by_key[k].item for k in cohesive]))
     rest = [entry for entry in leftovers if entry.item.key not in taken]
     return derived, rest
-
-
-def _idf_hint(term: str, vectors: Mapping[str, _Terms]) -> float:
-    """Largest weight of the term anywhere: a stable stand-in for its rarity."""
-    return max((v.weights.get(term, 0.0) for v in vectors.values()), default=0.0)
 
 
 def _cohesive_subset(keys: Sequence[str], vectors: Mapping[str, _Terms]) -> list[str]:
@@ -704,9 +696,7 @@ def _cohesive_subset(keys: Sequence[str], vectors: Mapping[str, _Terms]) -> list
     return kept
 
 
-def _derived_name(
-    anchor: str, keys: Sequence[str], vectors: Mapping[str, _Terms]
-) -> tuple[str, str | None]:
+def _derived_name(anchor: str, keys: Sequence[str], vectors: Mapping[str, _Terms]) -> tuple[str, str | None]:
     """Name a derived section after its anchor and the next most shared term."""
     shared: dict[str, float] = {}
     present: Counter[str] = Counter()
@@ -822,9 +812,7 @@ def _dissolve_order(section: _Section) -> tuple[int, int, float, int, str]:
     )
 
 
-def _render(
-    sections: Sequence[_Section], catch_all: Sequence[_Scored], themes: ThemeSet
-) -> list[Group]:
+def _render(sections: Sequence[_Section], catch_all: Sequence[_Scored], themes: ThemeSet) -> list[Group]:
     """Largest sections first (ties: file order, then derived by name); catch-all last."""
 
     def order(section: _Section) -> tuple[int, int, int, str]:
