@@ -243,7 +243,7 @@ def _keyword_list(table: Mapping[str, Any], field: str, label: str, where: str) 
         raise ThemesError(f"themes file {label}: {where} `{field}` must be a list of strings")
     words: list[str] = []
     for word in value:
-        if not isinstance(word, str) or not word.strip("* ").strip():
+        if not isinstance(word, str) or not re.search(r"[^\s\-_*]", word):
             raise ThemesError(f"themes file {label}: {where} `{field}` has an empty or non-string entry")
         words.append(word.strip())
     return tuple(words)

@@ -129,6 +129,7 @@ def test_load_themes_from_path(tmp_path: Path) -> None:
         ("[themes.a]\nname = 'x'\n", "has no keywords"),
         ("[themes.a]\nname = 'x'\nkeywords = 'k'\n", "must be a list"),
         ("[themes.a]\nname = 'x'\nkeywords = ['k', 3]\n", "non-string"),
+        ("[themes.a]\nname = 'x'\nkeywords = ['k', ' - ']\n", "empty"),
         ("[themes.a]\nname = 'x'\nkeyword = ['k']\n", "unknown field(s) keyword"),
         ("[settings]\nmax_sections = 0\n[themes.a]\nname = 'x'\nkeywords = ['k']\n", ">= 1"),
     ],
