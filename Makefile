@@ -18,6 +18,10 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/digestbot db upgrade
 	$(BIN)/digestbot poll
+	$(BIN)/digestbot preview
+	$(BIN)/digestbot subscribers add --confirmed demo@example.org
+	$(BIN)/digestbot send
+	@echo "the digest as mailed to demo@example.org: $$(ls -t $${DIGESTBOT_OUTBOX_DIR:-var/outbox}/*.eml | head -n 1)"
 
 # Chromium (with CJK fonts) for the rendering tests, docker-compose to validate
 # the compose file; installed with apt-get when missing and we are root.

@@ -216,7 +216,8 @@ def _validate(s: Settings) -> None:
     positives = {"summary_length": s.summary_length, "http_timeout": s.http_timeout,
                  "max_feed_bytes": s.max_feed_bytes, "poll_interval": s.poll_interval,
                  "smtp_timeout": s.smtp_timeout, "confirm_ttl_hours": s.confirm_ttl_hours,
-                 "max_hard_failures": s.max_hard_failures, "port": s.port}
+                 "max_hard_failures": s.max_hard_failures, "port": s.port,
+                 "send_grace_hours": s.send_grace_hours}
     for name, value in positives.items():
         if value <= 0:
             raise bad(name, f"must be greater than 0, got {value}")

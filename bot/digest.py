@@ -274,7 +274,10 @@ def _view(entry: models.Entry, late: bool, tz: ZoneInfo, summary_length: int) ->
 # A sentence ends at 。！？ (plus closing quotes or brackets), or at .!? followed
 # by a space or the end, so "91.0%" and "e.g." inside a word do not count.
 _SENTENCE_END = re.compile(r"[。！？][”’」』）)\"']*|[.!?][\"'”’)\]]*(?=\s|$)")
-_MIN_SENTENCE_SHARE = 0.4  # a cut at a sentence end must keep this much of the limit
+# Failing that, a clause ends at ；; (Chinese summaries run long sentences).
+_CLAUSE_END = re.compile(r"[；;]")
+_MIN_SENTENCE_SHARE = 0.3  # a cut at a sentence end must keep this much of the limit
+_MIN_CLAUSE_SHARE = 0.6
 
 
 def clean_line(text: str) -> str:
@@ -283,18 +286,31 @@ def clean_line(text: str) -> str:
 
 
 def trim_summary(text: str, limit: int) -> str:
-    """Shorten plain text to at most ``limit`` characters, at a sentence end when
-    one falls late enough, else at a word or character boundary with an ellipsis."""
+    """Shorten plain text to at most ``limit`` characters.
+
+    Prefer the last sentence end that keeps a fair share of the limit (the
+    reader gets whole sentences); else the last clause end, else a word or
+    character boundary, both marked with an ellipsis.
+    """
     text = clean_line(text)
     if len(text) <= limit:
         return text
-    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, limit + 1) if m.end() <= limit]
-    if ends and ends[-1] >= limit * _MIN_SENTENCE_SHARE:
-        return text[: ends[-1]]
+    sentence = _last_end(_SENTENCE_END, text, limit)
+    if sentence >= limit * _MIN_SENTENCE_SHARE:
+        return text[:sentence]
+    clause = _last_end(_CLAUSE_END, text, limit - 1)
+    if clause >= limit * _MIN_CLAUSE_SHARE:
+        return text[: clause - 1] + "…"
     cut = text[: limit - 1]
     if text[limit - 1].isascii() and text[limit - 1].isalnum() and " " in cut[-25:]:
         cut = cut.rsplit(" ", 1)[0]  # do not split an English word
     return cut.rstrip(" ,;:，、；：-—") + "…"
+
+
+def _last_end(pattern: re.Pattern[str], text: str, limit: int) -> int:
+    """End offset of the last match of ``pattern`` within ``text[:limit]``, or 0."""
+    ends = [m.end() for m in pattern.finditer(text, 0, limit + 1) if m.end() <= limit]
+    return ends[-1] if ends else 0
 
 
 def safe_link(link: str | None) -> str | None:

@@ -29,6 +29,8 @@ from bot.digest import DigestData, clean_line
 
 UNSUBSCRIBE_PLACEHOLDER = "__DIGESTBOT_UNSUBSCRIBE_URL__"
 PREHEADER_LIMIT = 140
+WEEKDAYS = {"zh": ("周一", "周二", "周三", "周四", "周五", "周六", "周日"),
+            "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")}
 MONTHS_EN = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 # Every fixed string of the email, one table per language (settings.language).
@@ -151,7 +153,7 @@ def _context(data: DigestData, settings: Settings, words: dict[str, str]) -> dic
         "themes": [(f"theme-{n}", theme) for n, theme in enumerate(data.themes, 1)],
         "has_late": data.late_count > 0,
         "lang": settings.language,
-        "day": lambda moment: short_date(moment.date(), settings.language),
+        "day": lambda moment: entry_date(moment.date(), settings.language),
         "archive_url": f"{base_url}/archive/{data.week.label}",
         "unsubscribe_url": UNSUBSCRIBE_PLACEHOLDER,
         "why": words["why"].format(title=title),
@@ -197,6 +199,14 @@ def short_date(day: date, language: str) -> str:
     return f"{day.month}/{day.day}" if language == "zh" else f"{MONTHS_EN[day.month - 1]} {day.day}"
 
 
+def entry_date(day: date, language: str) -> str:
+    """``9/30 周三`` or ``Wed, Sep 30``."""
+    weekday = WEEKDAYS[language][day.weekday()]
+    if language == "zh":
+        return f"{short_date(day, language)} {weekday}"
+    return f"{weekday}, {short_date(day, language)}"
+
+
 def date_range(first: date, last: date, language: str) -> str:
     words = STRINGS[language]
     return words["date_range"].format(start=short_date(first, language),
@@ -239,6 +249,8 @@ def inline_css(html: str) -> str:
         html,
         keep_style_tags=False,
         remove_classes=True,
+        # keep width="600" on the card for Outlook; the inlined max-width does the rest
+        disable_basic_attributes=["width"],
         strip_important=True,
         disable_leftover_css=True,
         disable_validation=True,

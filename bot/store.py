@@ -7,15 +7,17 @@ transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Integer, String, Table, delete, func, insert, literal, or_, select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from bot.feeds import ParsedEntry
-from bot.models import Digest, DigestEntry, Entry, Feed
+from bot.models import Delivery, Digest, DigestEntry, Entry, Feed, Subscriber, UTCDateTime
 
 
 @dataclass(frozen=True)
@@ -219,3 +221,312 @@ def add_digest(
         session.execute(insert(DigestEntry), rows)
     session.flush()
     return digest
+
+
+# --- service and status (used by bot.scheduler and bot.status) ---------------
+
+def weeks_being_sent(session: Session) -> list[str]:
+    """Weeks whose digest send started and has not finished (status 'sending')."""
+    return list(session.scalars(
+        select(Digest.week).where(Digest.status == "sending").order_by(Digest.week)))
+
+
+def latest_digest(session: Session) -> Digest | None:
+    """The digest of the most recent week that has one."""
+    return session.scalar(select(Digest).order_by(Digest.week.desc()).limit(1))
+
+
+def delivery_counts(session: Session, digest_id: int) -> dict[str, int]:
+    """Number of ledger rows per delivery status for one digest."""
+    rows = session.execute(select(Delivery.status, func.count())
+                           .where(Delivery.digest_id == digest_id).group_by(Delivery.status))
+    return {status: count for status, count in rows}
+
+
+def subscriber_counts(session: Session) -> dict[str, int]:
+    """Number of subscribers per state (pending, confirmed, unsubscribed, bounced)."""
+    rows = session.execute(select(Subscriber.status, func.count()).group_by(Subscriber.status))
+    return {status: count for status, count in rows}
+
+
+# --- subscribers (used by bot.subscriptions, bot.web, the CLI) --------------------
+
+def subscriber_by_key(session: Session, email_key: str) -> Subscriber | None:
+    return session.scalar(select(Subscriber).where(Subscriber.email_key == email_key))
+
+
+def add_subscriber(
+    session: Session, *, email: str, status: str, nonce: str, now: datetime
+) -> Subscriber:
+    """Insert a subscriber and flush (the unique ``email_key`` refuses a duplicate)."""
+    sub = Subscriber(email=email, email_key=email.lower(), status=status, token_nonce=nonce,
+                     hard_failures=0, created_at=now,
+                     confirmed_at=now if status == "confirmed" else None)
+    session.add(sub)
+    session.flush()
+    return sub
+
+
+def list_subscribers(session: Session, status: str | None = None) -> Sequence[Subscriber]:
+    query = select(Subscriber).order_by(Subscriber.id)
+    if status:
+        query = query.where(Subscriber.status == status)
+    return session.scalars(query).all()
+
+
+def iter_subscribers(session: Session, batch: int = 1000) -> Iterator[Subscriber]:
+    """Every subscriber, oldest first, read ``batch`` rows at a time."""
+    last = 0
+    while True:
+        rows = session.scalars(
+            select(Subscriber).where(Subscriber.id > last).order_by(Subscriber.id).limit(batch)
+        ).all()
+        yield from rows
+        if len(rows) < batch:
+            return
+        last = rows[-1].id
+
+
+def delete_subscriber(session: Session, sub: Subscriber) -> None:
+    """Remove a subscriber and (by cascade) their delivery rows."""
+    session.execute(delete(Delivery).where(Delivery.subscriber_id == sub.id))
+    session.delete(sub)
+    session.flush()
+
+
+# --- the delivery ledger (used by bot.delivery) --------------------------------------
+#
+# The hot path (claim, finish) uses Core statements on the tables: no ORM
+# objects, no identity map, one small UPDATE each.
+
+_DELIVERIES = cast(Table, Delivery.__table__)
+_SUBSCRIBERS = cast(Table, Subscriber.__table__)
+_DIGESTS = cast(Table, Digest.__table__)
+UNFINISHED = ("pending", "sending")
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One delivery still to do, with what sending it needs."""
+
+    id: int
+    subscriber_id: int
+    email: str
+    email_key: str
+    status: str
+    message_id: str | None
+    hard_failures: int
+
+
+def _rowcount(result: Any) -> int:
+    return int(cast(CursorResult[Any], result).rowcount)
+
+
+def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -> int:
+    """One 'pending' row per confirmed subscriber who has none for this digest,
+    in a single INSERT ... SELECT; returns how many were added."""
+    has_row = (
+        select(_DELIVERIES.c.id)
+        .where(_DELIVERIES.c.digest_id == digest_id,
+               _DELIVERIES.c.subscriber_id == _SUBSCRIBERS.c.id)
+        .exists()
+    )
+    source = select(
+        literal(digest_id, Integer), _SUBSCRIBERS.c.id, literal("pending", String),
+        literal(0, Integer), literal(now, UTCDateTime()),
+    ).where(_SUBSCRIBERS.c.status == "confirmed", ~has_row)
+    result = session.execute(
+        insert(_DELIVERIES).from_select(
+            ["digest_id", "subscriber_id", "status", "attempts", "updated_at"], source)
+    )
+    return _rowcount(result)
+
+
+def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
+    """For a deliberate resend: every confirmed subscriber's row back to 'pending',
+    with a fresh Message-ID to come (it is a new message, not a retry)."""
+    confirmed = (
+        select(_SUBSCRIBERS.c.id)
+        .where(_SUBSCRIBERS.c.id == _DELIVERIES.c.subscriber_id,
+               _SUBSCRIBERS.c.status == "confirmed")
+        .exists()
+    )
+    result = session.execute(
+        update(_DELIVERIES)
+        .where(_DELIVERIES.c.digest_id == digest_id, confirmed)
+        .values(status="pending", message_id=None, last_error=None, sent_at=None,
+                updated_at=now)
+    )
+    return _rowcount(result)
+
+
+def unfinished_deliveries(
+    session: Session, digest_id: int, after_id: int = 0, limit: int = 500
+) -> list[LedgerRow]:
+    """The next ``limit`` rows still 'pending' or 'sending' (left by a run that
+    stopped mid-message), by id, after ``after_id``: keyset paging, so a big
+    list is read in batches."""
+    d, s = _DELIVERIES.c, _SUBSCRIBERS.c
+    rows = session.execute(
+        select(d.id, d.subscriber_id, s.email, s.email_key, d.status, d.message_id,
+               s.hard_failures)
+        .join_from(_DELIVERIES, _SUBSCRIBERS, s.id == d.subscriber_id)
+        .where(d.digest_id == digest_id, d.status.in_(UNFINISHED), d.id > after_id)
+        .order_by(d.id)
+        .limit(limit)
+    )
+    return [LedgerRow(*row) for row in rows]
+
+
+def claim_delivery(session: Session, delivery_id: int, message_id: str, now: datetime) -> bool:
+    """Mark a row 'sending' (one more attempt) if it is unfinished and its
+    subscriber is still confirmed; False otherwise."""
+    confirmed = (
+        select(_SUBSCRIBERS.c.id)
+        .where(_SUBSCRIBERS.c.id == _DELIVERIES.c.subscriber_id,
+               _SUBSCRIBERS.c.status == "confirmed")
+        .exists()
+    )
+    result = session.execute(
+        update(_DELIVERIES)
+        .where(_DELIVERIES.c.id == delivery_id, _DELIVERIES.c.status.in_(UNFINISHED), confirmed)
+        .values(status="sending", attempts=_DELIVERIES.c.attempts + 1, message_id=message_id,
+                updated_at=now)
+    )
+    return _rowcount(result) == 1
+
+
+def skip_delivery(session: Session, delivery_id: int, now: datetime) -> bool:
+    """An unfinished row whose subscriber is no longer confirmed: 'skipped'."""
+    result = session.execute(
+        update(_DELIVERIES)
+        .where(_DELIVERIES.c.id == delivery_id, _DELIVERIES.c.status.in_(UNFINISHED))
+        .values(status="skipped", updated_at=now)
+    )
+    return _rowcount(result) == 1
+
+
+def finish_delivery(
+    session: Session, delivery_id: int, status: str, now: datetime, *,
+    error: str | None = None, extra_attempts: int = 0,
+) -> None:
+    """Record how a delivery ended: 'sent', 'failed', 'skipped', or back to 'pending'."""
+    values: dict[str, Any] = {"status": status, "updated_at": now, "last_error": error}
+    if status == "sent":
+        values["sent_at"] = now
+    if extra_attempts:
+        values["attempts"] = _DELIVERIES.c.attempts + extra_attempts
+    session.execute(update(_DELIVERIES).where(_DELIVERIES.c.id == delivery_id).values(**values))
+
+
+def record_hard_failure(
+    session: Session, subscriber_id: int, max_failures: int, nonce: str, now: datetime
+) -> bool:
+    """Count a permanent (5xx) failure; at ``max_failures`` the subscriber is
+    'bounced'. Returns True if this made them bounced."""
+    s = _SUBSCRIBERS.c
+    session.execute(update(_SUBSCRIBERS).where(s.id == subscriber_id)
+                    .values(hard_failures=s.hard_failures + 1))
+    result = session.execute(
+        update(_SUBSCRIBERS)
+        .where(s.id == subscriber_id, s.status == "confirmed", s.hard_failures >= max_failures)
+        .values(status="bounced", bounced_at=now, token_nonce=nonce)
+    )
+    return _rowcount(result) == 1
+
+
+def clear_hard_failures(session: Session, subscriber_id: int) -> None:
+    """A delivery went through: failures count in a row, so start again at 0."""
+    session.execute(update(_SUBSCRIBERS).where(_SUBSCRIBERS.c.id == subscriber_id)
+                    .values(hard_failures=0))
+
+
+def count_confirmed(session: Session) -> int:
+    return session.scalar(
+        select(func.count()).select_from(Subscriber).where(Subscriber.status == "confirmed")
+    ) or 0
+
+
+def mark_digest_sent(session: Session, digest_id: int, now: datetime) -> None:
+    session.execute(update(_DIGESTS).where(_DIGESTS.c.id == digest_id)
+                    .values(status="sent", sent_at=now))
+
+
+def mark_digest_sending(session: Session, digest_id: int) -> None:
+    session.execute(update(_DIGESTS).where(_DIGESTS.c.id == digest_id)
+                    .values(status="sending"))
+
+
+def sent_digests(session: Session) -> list[tuple[str, str, datetime | None]]:
+    """(week, subject, sent_at) of every sent digest, newest week first."""
+    rows = session.execute(
+        select(Digest.week, Digest.subject, Digest.sent_at)
+        .where(Digest.status == "sent").order_by(Digest.week.desc())
+    )
+    return [(week, subject, sent_at) for week, subject, sent_at in rows]
+
+
+# --- the send lock on a digest -------------------------------------------------------
+
+def acquire_digest_lock(
+    session: Session, digest_id: int, owner: str, now: datetime, expires: datetime
+) -> bool:
+    """Take the lock if it is free or its lease ran out: one atomic UPDATE."""
+    d = _DIGESTS.c
+    result = session.execute(
+        update(_DIGESTS)
+        .where(d.id == digest_id,
+               or_(d.lock_owner.is_(None), d.lock_expires_at < now, d.lock_owner == owner))
+        .values(lock_owner=owner, lock_expires_at=expires)
+    )
+    return _rowcount(result) == 1
+
+
+def take_over_digest_lock(
+    session: Session, digest_id: int, stale_owner: str, owner: str, expires: datetime
+) -> bool:
+    """Take a lock from an owner known to be dead (only if it still holds it)."""
+    d = _DIGESTS.c
+    result = session.execute(
+        update(_DIGESTS).where(d.id == digest_id, d.lock_owner == stale_owner)
+        .values(lock_owner=owner, lock_expires_at=expires)
+    )
+    return _rowcount(result) == 1
+
+
+def renew_digest_lock(session: Session, digest_id: int, owner: str, expires: datetime) -> bool:
+    d = _DIGESTS.c
+    result = session.execute(
+        update(_DIGESTS).where(d.id == digest_id, d.lock_owner == owner)
+        .values(lock_expires_at=expires)
+    )
+    return _rowcount(result) == 1
+
+
+def release_digest_lock(session: Session, digest_id: int, owner: str) -> None:
+    d = _DIGESTS.c
+    session.execute(
+        update(_DIGESTS).where(d.id == digest_id, d.lock_owner == owner)
+        .values(lock_owner=None, lock_expires_at=None)
+    )
+
+
+def digest_lock(session: Session, digest_id: int) -> tuple[str | None, datetime | None]:
+    row = session.execute(
+        select(Digest.lock_owner, Digest.lock_expires_at).where(Digest.id == digest_id)
+    ).one()
+    return row[0], row[1]
+
+
+def count_unfinished_or_new(session: Session, digest_id: int) -> int:
+    """How many a resumed send would still deliver to: rows pending or sending,
+    plus confirmed subscribers with no row yet."""
+    d, s = _DELIVERIES.c, _SUBSCRIBERS.c
+    unfinished = session.scalar(
+        select(func.count()).select_from(_DELIVERIES)
+        .where(d.digest_id == digest_id, d.status.in_(UNFINISHED))) or 0
+    has_row = select(d.id).where(d.digest_id == digest_id, d.subscriber_id == s.id).exists()
+    new = session.scalar(
+        select(func.count()).select_from(_SUBSCRIBERS)
+        .where(s.status == "confirmed", ~has_row)) or 0
+    return int(unfinished) + int(new)

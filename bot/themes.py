@@ -266,7 +266,6 @@ def _float_setting(table: Mapping[str, Any], field: str, label: str, *, default:
 # --- keyword scoring ----------------------------------------------------------
 
 TITLE_WEIGHT = 3.0  # a keyword in the title is worth this many summary mentions
-PAPER_WEIGHT = 2.0  # paper titles of a multi-paper entry sit between the two
 SECONDARY_RATIO = 0.5  # a fallback theme must score at least this share of the best one
 
 _SEPARATORS = " -_"
@@ -418,7 +417,6 @@ def score_item(item: Item, themes: ThemeSet) -> tuple[float, ...]:
     lexicon = _lexicon(themes)
     scores = [0.0] * lexicon.theme_count
     fields = [(item.title, TITLE_WEIGHT, False)]
-    fields += [(paper, PAPER_WEIGHT, False) for paper in item.papers]
     fields.append((item.summary, 1.0, True))
     for text, field_weight, repeats_count in fields:
         for number, count in _keyword_hits(lexicon, text).items():
@@ -579,11 +577,12 @@ def _join_phrases(tokens: Sequence[str], phrases: frozenset[str]) -> list[str]:
 
 
 def _raw_terms(item: Item, cut: Callable[[str], list[str]]) -> tuple[Counter[str], set[str], dict[str, str]]:
-    """Term counts of one item; title and paper terms count double."""
+    """Term counts of one item; title terms count double."""
     counts: Counter[str] = Counter()
     in_title: set[str] = set()
     surface: dict[str, str] = {}
-    texts = [(item.title, 2, True)] + [(p, 2, True) for p in item.papers]
+    # papers are not scored on their own: their names come from the title
+    texts = [(item.title, 2, True)]
     texts.append((item.summary, 1, False))
     for text, weight, is_title in texts:
         plain = unicodedata.normalize("NFKC", text)

@@ -183,3 +183,13 @@ def _persisted_secret(path: Path) -> str:
     log.warning("DIGESTBOT_SECRET_KEY is not set: generated a secret key and saved it to %s "
                 "(keep it; links in mails already sent depend on it)", path)
     return secret
+
+
+# --- the links -------------------------------------------------------------------
+
+def confirm_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/confirm/{token}"
+
+
+def unsubscribe_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/unsubscribe/{token}"

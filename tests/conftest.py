@@ -128,3 +128,7 @@ def feed_server() -> Iterator[FeedServer]:
 @pytest.fixture
 def feed_bytes() -> bytes:
     return FEED_FIXTURE.read_bytes()
+
+
+# the real SMTP server fixture ``smtp_server`` lives in tests/smtp.py
+from smtp import smtp_server  # noqa: E402,F401

@@ -1,0 +1,155 @@
+"""`digestbot preview`: week choice, formats, files, empty weeks, errors, and
+templates loading from a built wheel as well as from the source tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_digest import FIXTURE, poll_fixture
+
+from bot.cli import cli
+from bot.render import UNSUBSCRIBE_PLACEHOLDER
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def polled(fresh_db, make_settings):
+    poll_fixture(make_settings(), fresh_db.factory)
+    return fresh_db
+
+
+def run(fresh_db, *args: str, **settings: str):
+    """Invoke the CLI in-process with settings from the environment, as a user would."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("DIGESTBOT_")}
+    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(FIXTURE)}
+    env |= {f"DIGESTBOT_{k.upper()}": v for k, v in settings.items()}
+    return CliRunner().invoke(cli, ["preview", *args], env=env, catch_exceptions=False)
+
+
+def test_preview_json_for_a_week(polled):
+    result = run(polled, "--week", "2026-W40", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["week"] == "2026-W40" and data["entry_count"] == 13
+    assert [t["catch_all"] for t in data["themes"]][-1] is True
+    assert sum(len(t["entries"]) for t in data["themes"]) == 13
+
+
+def test_preview_html_defaults_to_the_latest_week_under_var(polled):
+    result = run(polled)
+    assert result.exit_code == 0, result.output
+    expected = polled.path.parent / "preview-2026-W40.html"
+    assert result.stdout.strip() == str(expected)
+    html = expected.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "2026-W40" in html
+    assert "<style" not in html and UNSUBSCRIBE_PLACEHOLDER in html
+    assert len(result.stdout) < 300  # the path, not the page
+
+
+def test_preview_text_goes_to_stdout(polled):
+    result = run(polled, "--week", "2026-W39", "--format", "text")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("强化学习周报 · 2026-W39（9/21–9/27）")
+    assert UNSUBSCRIBE_PLACEHOLDER in result.stdout
+
+
+@pytest.mark.parametrize("fmt", ["html", "text", "json"])
+def test_preview_out_writes_the_file(polled, tmp_path, fmt):
+    out = tmp_path / "nested" / f"digest.{fmt}"
+    result = run(polled, "--week", "2026-W40", "--format", fmt, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(out)
+    body = out.read_text(encoding="utf-8")
+    assert "2026-W40" in body
+    if fmt == "json":
+        assert json.loads(body)["week"] == "2026-W40"
+
+
+def test_preview_open_uses_the_browser(polled, monkeypatch):
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url, *a, **k: opened.append(url) or True)
+    result = run(polled, "--week", "2026-W40", "--open")
+    assert result.exit_code == 0, result.output
+    assert opened == [(polled.path.parent / "preview-2026-W40.html").resolve().as_uri()]
+
+
+def test_preview_open_needs_html(polled):
+    result = CliRunner().invoke(cli, ["preview", "--format", "json", "--open"],
+                                env={"DIGESTBOT_DATABASE_URL": polled.url})
+    assert result.exit_code == 2 and "--open needs --format html" in result.output
+
+
+def test_empty_week_says_so_and_exits_0(polled):
+    result = run(polled, "--week", "2026-W44", "--format", "json")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert "2026-W44 has no entries, so no digest would be sent" in result.output
+    assert "DIGESTBOT_SEND_EMPTY" in result.output
+
+
+def test_empty_week_renders_with_send_empty(polled):
+    result = run(polled, "--week", "2026-W44", "--format", "text", send_empty="true")
+    assert result.exit_code == 0, result.output
+    assert "本周没有新精读" in result.stdout
+
+
+def test_no_entries_at_all(fresh_db):
+    result = run(fresh_db)
+    assert result.exit_code == 0
+    assert "no complete week with entries yet" in result.output
+
+
+@pytest.mark.parametrize(("week", "message"), [
+    ("2026-40", "'2026-40' is not an ISO week"),
+    ("2026-W54", "2026 has no ISO week 54"),
+])
+def test_bad_week_is_a_clean_error(polled, week, message):
+    result = run(polled, "--week", week)
+    assert result.exit_code == 1
+    assert message in result.output and "hint:" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_templates_ship_in_the_wheel(tmp_path):
+    """A plain install renders the digest too: templates come from the package."""
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    [wheel] = wheels.glob("digestbot-*.whl")
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target),
+         str(wheel)], capture_output=True, text=True, timeout=300,
+    )
+    assert install.returncode == 0, install.stderr
+    shipped = {p.name for p in (target / "bot" / "templates").iterdir()}
+    assert {"digest.html", "digest.txt", "_entry.html"} <= shipped
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")}
+    env["PYTHONPATH"] = str(target)
+    script = (
+        "import bot, sys\n"
+        f"assert bot.__file__.startswith({str(target)!r}), bot.__file__\n"
+        "from bot.cli import main\n"
+        "sys.argv = ['digestbot'] + sys.argv[1:]\n"
+        "main()\n"
+    )
+    for args in (["db", "upgrade"], ["poll"], ["preview", "--week", "2026-W40", "--format", "text"],
+                 ["preview", "--week", "2026-W40"]):
+        done = subprocess.run([sys.executable, "-c", script, *args], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert (work / "var" / "preview-2026-W40.html").is_file()
+    assert "9/28–10/4" in (work / "var" / "preview-2026-W40.html").read_text(encoding="utf-8")
