@@ -33,6 +33,8 @@ import re
 import smtplib
 import ssl
 import tempfile
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
@@ -84,11 +86,44 @@ def _ascii_line(value: str, what: str) -> str:
 def _b64_lines(data: bytes) -> bytes:
     """Base64 in 76-character lines joined by CRLF (no trailing line break)."""
     encoded = base64.b64encode(data)
-    return b"\r\n".join(encoded[i:i + 76] for i in range(0, len(encoded), 76))
+    return b"\r\n".join([encoded[i:i + 76] for i in range(0, len(encoded), 76)])
 
 
 def _crlf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+
+
+_LINE_BYTES = 57  # one 76-character base64 line
+_date_cache: tuple[int, str] = (0, "")
+
+
+def _date_now() -> str:
+    """The Date header value for now, formatted once per second."""
+    global _date_cache
+    second = int(time.time())
+    if _date_cache[0] != second:
+        _date_cache = (second, format_datetime(datetime.fromtimestamp(second, UTC)))
+    return _date_cache[1]
+
+
+class _Body:
+    """One body part, base64-encoded per recipient at the cost of its tail only.
+
+    Everything before the first personal link is encoded once, up to a whole
+    number of base64 lines; per recipient only the rest is encoded, with the
+    link put in (it sits in the footer, so that is a few hundred bytes).
+    """
+
+    def __init__(self, text: str) -> None:
+        data = _crlf(text).encode("utf-8")
+        pieces = data.split(UNSUBSCRIBE_PLACEHOLDER.encode("ascii"))
+        cut = len(pieces[0]) // _LINE_BYTES * _LINE_BYTES if len(pieces) > 1 else 0
+        head = _b64_lines(pieces[0][:cut])
+        self._head = head + b"\r\n" if head else b""
+        self._rest = [pieces[0][cut:], *pieces[1:]]
+
+    def encode(self, link: bytes) -> bytes:
+        return self._head + _b64_lines(link.join(self._rest))
 
 
 class DigestMessage:
@@ -118,9 +153,8 @@ class DigestMessage:
         head, rest = raw.split(_TEXT_MARK.encode(), 1)
         middle, tail = rest.split(_HTML_MARK.encode(), 1)
         self._head, self._middle, self._tail = head, middle, tail
-        # bodies in canonical (CRLF) form, pre-split at the personal link
-        self._text = _crlf(text).split(UNSUBSCRIBE_PLACEHOLDER)
-        self._html = _crlf(html).split(UNSUBSCRIBE_PLACEHOLDER)
+        self._text = _Body(text)  # canonical CRLF form, encoded once up to the link
+        self._html = _Body(html)
 
     def list_unsubscribe(self, url: str) -> str:
         return f"<{url}>, <{self.mailto}>"
@@ -133,17 +167,13 @@ class DigestMessage:
         _ascii_line(unsubscribe_url, "unsubscribe URL")
         personal = (
             f"To: {to}\r\n"
-            f"Date: {format_datetime(date or datetime.now(UTC))}\r\n"
+            f"Date: {format_datetime(date) if date else _date_now()}\r\n"
             f"Message-ID: {message_id}\r\n"
             f"List-Unsubscribe: <{unsubscribe_url}>,\r\n <{self.mailto}>\r\n"
         ).encode("ascii")
-        return b"".join((
-            personal, self._head,
-            _b64_lines(unsubscribe_url.join(self._text).encode("utf-8")),
-            self._middle,
-            _b64_lines(unsubscribe_url.join(self._html).encode("utf-8")),
-            self._tail,
-        ))
+        link = unsubscribe_url.encode("ascii")
+        return b"".join((personal, self._head, self._text.encode(link), self._middle,
+                         self._html.encode(link), self._tail))
 
 
 def simple_message(
@@ -189,10 +219,17 @@ class TemporaryFailure(SendFailure):
         self.connection = connection
 
 
+Ready = Callable[[], None]
+
+
 class Sender(Protocol):
     description: str
 
-    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str) -> None:
+    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str,
+             ready: Ready | None = None) -> None:
+        """Hand one message over. ``ready`` is called just before the point where
+        the message becomes accepted (SMTP: before the final "." of DATA;
+        outbox: before the rename); if it raises, the message is not accepted."""
         ...
 
     def close(self) -> None:
@@ -280,12 +317,16 @@ class SmtpSender:
                                    f"{exc or type(exc).__name__}", connection=True) from None
         return conn
 
-    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str) -> None:
+    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str,
+             ready: Ready | None = None) -> None:
         if self._conn is None:
             self._conn = self._open()
         conn = self._conn
         try:
-            conn.sendmail(envelope_from, [recipient], message)
+            self._transaction(conn, envelope_from, recipient, message, ready)
+        except _NotReady as exc:
+            self._drop()  # the server drops the unfinished DATA with the connection
+            raise exc.error from None
         except smtplib.SMTPRecipientsRefused as exc:
             code, resp = exc.recipients.get(recipient, (0, b"refused"))
             raise self._failure(code, resp) from None
@@ -304,6 +345,37 @@ class SmtpSender:
             self._drop()
             raise TemporaryFailure(f"connection to {self.host}:{self.port} lost: "
                                    f"{exc or type(exc).__name__}", connection=True) from None
+
+    @staticmethod
+    def _transaction(conn: smtplib.SMTP, envelope_from: str, recipient: str, message: bytes,
+                     ready: Ready | None) -> None:
+        """``smtplib.SMTP.sendmail`` for one recipient, with a pause before the
+        final dot: the server accepts the message only after ``ready()``."""
+        conn.ehlo_or_helo_if_needed()
+        code, resp = conn.mail(envelope_from)
+        if code != 250:
+            _reset(conn, code)
+            raise smtplib.SMTPSenderRefused(code, resp, envelope_from)
+        code, resp = conn.rcpt(recipient)
+        if code not in (250, 251):
+            _reset(conn, code)
+            raise smtplib.SMTPRecipientsRefused({recipient: (code, resp)})
+        code, resp = conn.docmd("data")
+        if code != 354:
+            _reset(conn, code)
+            raise smtplib.SMTPDataError(code, resp)
+        data = _LEADING_DOT.sub(b"..", message)
+        conn.send(data if data.endswith(b"\r\n") else data + b"\r\n")
+        if ready is not None:
+            try:
+                ready()
+            except Exception as exc:
+                raise _NotReady(exc) from exc
+        conn.send(b".\r\n")
+        code, resp = conn.getreply()
+        if code != 250:
+            _reset(conn, code)
+            raise smtplib.SMTPDataError(code, resp)
 
     def _failure(self, code: int, resp: bytes | str) -> SendFailure:
         reply = _reply(code, resp)
@@ -328,6 +400,24 @@ class SmtpSender:
             _quietly_close(conn)
 
 
+_LEADING_DOT = re.compile(rb"(?m)^\.")
+
+
+class _NotReady(Exception):
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _reset(conn: smtplib.SMTP, code: int) -> None:
+    """After a refused command: 421 means the server is closing; else RSET."""
+    if code == 421:
+        conn.close()
+        return
+    with contextlib.suppress(smtplib.SMTPServerDisconnected):
+        conn.rset()
+
+
 def _quietly_close(conn: smtplib.SMTP | None) -> None:
     if conn is not None:
         with contextlib.suppress(OSError):
@@ -348,13 +438,16 @@ class OutboxSender:
         name = _UNSAFE_NAME.sub("_", message_id.strip("<> ")) or "message"
         return self.directory / f"{name[:200]}.eml"
 
-    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str) -> None:
+    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str,
+             ready: Ready | None = None) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".eml")
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(message)
+                if ready is not None:
+                    ready()
                 os.replace(tmp, self.path_for(message_id))
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

@@ -272,8 +272,14 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
     if missed is not None and missed <= now:
         # down at send time: keep the missed time, so it runs once now if within the grace period
         extra["next_run_time"] = missed
-        log.info("the weekly send due at %s was missed while stopped; grace period %d h",
-                 missed.astimezone(settings.tz).isoformat(timespec="minutes"), settings.send_grace_hours)
+        latest = _latest_fire_time(send_trigger(settings), missed, now)  # what coalescing keeps
+        due = latest.astimezone(settings.tz).isoformat(timespec="minutes")
+        if now - latest <= timedelta(hours=settings.send_grace_hours):
+            log.info("the weekly send due at %s was missed while stopped: sending it now", due)
+        else:
+            log.warning("the weekly send due at %s was missed while stopped, more than "
+                        "DIGESTBOT_SEND_GRACE_HOURS=%d ago: skipped (`digestbot send` sends it by hand)",
+                        due, settings.send_grace_hours)
     scheduler.add_job(
         send_job, send_trigger(settings), id=SEND_JOB_ID, name="weekly send",
         replace_existing=True, executor=SEND_EXECUTOR,
@@ -290,8 +296,20 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
         )
 
 
+def _latest_fire_time(trigger: CronTrigger, since: datetime, now: datetime) -> datetime:
+    """The last time ``trigger`` fires from ``since`` up to ``now``."""
+    latest = since
+    while (following := trigger.get_next_fire_time(latest, now)) is not None and following <= now:
+        latest = following
+    return latest
+
+
 def _stored_next_run_time(scheduler: BackgroundScheduler, job_id: str) -> datetime | None:
-    job = scheduler.get_job(job_id, jobstore="default")
+    try:
+        job = scheduler.get_job(job_id, jobstore="default")
+    except Exception as exc:  # stored by a digestbot whose job functions moved: replaced below
+        log.warning("the stored %s job cannot be read (%s); it is replaced", job_id, exc)
+        return None
     return getattr(job, "next_run_time", None) if job else None
 
 

@@ -16,7 +16,6 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -109,15 +108,6 @@ class Service:
     def health_check(self) -> str | bool:
         """For /healthz: "running", or False (which makes it answer 503)."""
         return "running" if self.is_running() else False
-
-    def describe(self) -> dict[str, Any]:
-        """Each job's next run time, for logs and status."""
-        jobs = self.scheduler.get_jobs() if self.scheduler else []
-        return {job.id: _iso(job.next_run_time) for job in jobs}
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat() if moment else None
 
 
 class _Server(uvicorn.Server):

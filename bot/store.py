@@ -12,7 +12,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Integer, String, Table, delete, func, insert, literal, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
@@ -361,13 +374,13 @@ def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
 
 
 def unfinished_deliveries(
-    session: Session, digest_id: int, after_id: int = 0, limit: int = 500
+    db: Session | Connection, digest_id: int, after_id: int = 0, limit: int = 500
 ) -> list[LedgerRow]:
     """The next ``limit`` rows still 'pending' or 'sending' (left by a run that
     stopped mid-message), by id, after ``after_id``: keyset paging, so a big
     list is read in batches."""
     d, s = _DELIVERIES.c, _SUBSCRIBERS.c
-    rows = session.execute(
+    rows = db.execute(
         select(d.id, d.subscriber_id, s.email, s.email_key, d.status, d.message_id,
                s.hard_failures)
         .join_from(_DELIVERIES, _SUBSCRIBERS, s.id == d.subscriber_id)
@@ -378,67 +391,73 @@ def unfinished_deliveries(
     return [LedgerRow(*row) for row in rows]
 
 
-def claim_delivery(session: Session, delivery_id: int, message_id: str, now: datetime) -> bool:
+# The per-message statements are built once, with bind parameters: building
+# and cache-keying a statement costs more than running it on SQLite.
+Executor = Session | Connection
+_D, _S = _DELIVERIES.c, _SUBSCRIBERS.c
+_UNFINISHED_ROW = or_(_D.status == "pending", _D.status == "sending")
+_CLAIM = (
+    update(_DELIVERIES)
+    .where(_D.id == bindparam("b_id"), _UNFINISHED_ROW,
+           select(_S.id).where(_S.id == _D.subscriber_id, _S.status == "confirmed").exists())
+    .values(status="sending", attempts=_D.attempts + 1, message_id=bindparam("b_message_id"),
+            updated_at=bindparam("b_now"))
+)
+_SKIP = (update(_DELIVERIES).where(_D.id == bindparam("b_id"), _UNFINISHED_ROW)
+         .values(status="skipped", updated_at=bindparam("b_now")))
+_FINISH = (
+    update(_DELIVERIES).where(_D.id == bindparam("b_id"))
+    .values(status=bindparam("b_status"), updated_at=bindparam("b_now"),
+            last_error=bindparam("b_error"), attempts=_D.attempts + bindparam("b_extra", 0),
+            sent_at=func.coalesce(bindparam("b_sent_at", type_=UTCDateTime()), _D.sent_at))
+)
+_COUNT_FAILURE = (update(_SUBSCRIBERS).where(_S.id == bindparam("b_id"))
+                  .values(hard_failures=_S.hard_failures + 1))
+_BOUNCE = (
+    update(_SUBSCRIBERS)
+    .where(_S.id == bindparam("b_id"), _S.status == "confirmed",
+           _S.hard_failures >= bindparam("b_max"))
+    .values(status="bounced", bounced_at=bindparam("b_now"), token_nonce=bindparam("b_nonce"))
+)
+_CLEAR_FAILURES = update(_SUBSCRIBERS).where(_S.id == bindparam("b_id")).values(hard_failures=0)
+
+
+def claim_delivery(db: Executor, delivery_id: int, message_id: str, now: datetime) -> bool:
     """Mark a row 'sending' (one more attempt) if it is unfinished and its
     subscriber is still confirmed; False otherwise."""
-    confirmed = (
-        select(_SUBSCRIBERS.c.id)
-        .where(_SUBSCRIBERS.c.id == _DELIVERIES.c.subscriber_id,
-               _SUBSCRIBERS.c.status == "confirmed")
-        .exists()
-    )
-    result = session.execute(
-        update(_DELIVERIES)
-        .where(_DELIVERIES.c.id == delivery_id, _DELIVERIES.c.status.in_(UNFINISHED), confirmed)
-        .values(status="sending", attempts=_DELIVERIES.c.attempts + 1, message_id=message_id,
-                updated_at=now)
-    )
+    result = db.execute(_CLAIM, {"b_id": delivery_id, "b_message_id": message_id, "b_now": now})
     return _rowcount(result) == 1
 
 
-def skip_delivery(session: Session, delivery_id: int, now: datetime) -> bool:
+def skip_delivery(db: Executor, delivery_id: int, now: datetime) -> bool:
     """An unfinished row whose subscriber is no longer confirmed: 'skipped'."""
-    result = session.execute(
-        update(_DELIVERIES)
-        .where(_DELIVERIES.c.id == delivery_id, _DELIVERIES.c.status.in_(UNFINISHED))
-        .values(status="skipped", updated_at=now)
-    )
-    return _rowcount(result) == 1
+    return _rowcount(db.execute(_SKIP, {"b_id": delivery_id, "b_now": now})) == 1
 
 
 def finish_delivery(
-    session: Session, delivery_id: int, status: str, now: datetime, *,
+    db: Executor, delivery_id: int, status: str, now: datetime, *,
     error: str | None = None, extra_attempts: int = 0,
 ) -> None:
-    """Record how a delivery ended: 'sent', 'failed', 'skipped', or back to 'pending'."""
-    values: dict[str, Any] = {"status": status, "updated_at": now, "last_error": error}
-    if status == "sent":
-        values["sent_at"] = now
-    if extra_attempts:
-        values["attempts"] = _DELIVERIES.c.attempts + extra_attempts
-    session.execute(update(_DELIVERIES).where(_DELIVERIES.c.id == delivery_id).values(**values))
+    """Record how a delivery ended: 'sent', 'failed', or back to 'pending'."""
+    db.execute(_FINISH, {"b_id": delivery_id, "b_status": status, "b_now": now,
+                         "b_error": error, "b_extra": extra_attempts,
+                         "b_sent_at": now if status == "sent" else None})
 
 
 def record_hard_failure(
-    session: Session, subscriber_id: int, max_failures: int, nonce: str, now: datetime
+    db: Executor, subscriber_id: int, max_failures: int, nonce: str, now: datetime
 ) -> bool:
     """Count a permanent (5xx) failure; at ``max_failures`` the subscriber is
     'bounced'. Returns True if this made them bounced."""
-    s = _SUBSCRIBERS.c
-    session.execute(update(_SUBSCRIBERS).where(s.id == subscriber_id)
-                    .values(hard_failures=s.hard_failures + 1))
-    result = session.execute(
-        update(_SUBSCRIBERS)
-        .where(s.id == subscriber_id, s.status == "confirmed", s.hard_failures >= max_failures)
-        .values(status="bounced", bounced_at=now, token_nonce=nonce)
-    )
+    db.execute(_COUNT_FAILURE, {"b_id": subscriber_id})
+    result = db.execute(_BOUNCE, {"b_id": subscriber_id, "b_max": max_failures, "b_now": now,
+                                  "b_nonce": nonce})
     return _rowcount(result) == 1
 
 
-def clear_hard_failures(session: Session, subscriber_id: int) -> None:
+def clear_hard_failures(db: Executor, subscriber_id: int) -> None:
     """A delivery went through: failures count in a row, so start again at 0."""
-    session.execute(update(_SUBSCRIBERS).where(_SUBSCRIBERS.c.id == subscriber_id)
-                    .values(hard_failures=0))
+    db.execute(_CLEAR_FAILURES, {"b_id": subscriber_id})
 
 
 def count_confirmed(session: Session) -> int:
@@ -447,8 +466,16 @@ def count_confirmed(session: Session) -> int:
     ) or 0
 
 
-def mark_digest_sent(session: Session, digest_id: int, now: datetime) -> None:
-    session.execute(update(_DIGESTS).where(_DIGESTS.c.id == digest_id)
+def count_unfinished(db: Session | Connection, digest_id: int) -> int:
+    """Rows of one digest still 'pending' or 'sending'."""
+    return int(db.execute(
+        select(func.count()).select_from(_DELIVERIES)
+        .where(_DELIVERIES.c.digest_id == digest_id, _DELIVERIES.c.status.in_(UNFINISHED))
+    ).scalar_one())
+
+
+def mark_digest_sent(db: Session | Connection, digest_id: int, now: datetime) -> None:
+    db.execute(update(_DIGESTS).where(_DIGESTS.c.id == digest_id)
                     .values(status="sent", sent_at=now))
 
 
@@ -494,9 +521,11 @@ def take_over_digest_lock(
     return _rowcount(result) == 1
 
 
-def renew_digest_lock(session: Session, digest_id: int, owner: str, expires: datetime) -> bool:
+def renew_digest_lock(
+    db: Session | Connection, digest_id: int, owner: str, expires: datetime
+) -> bool:
     d = _DIGESTS.c
-    result = session.execute(
+    result = db.execute(
         update(_DIGESTS).where(d.id == digest_id, d.lock_owner == owner)
         .values(lock_expires_at=expires)
     )

@@ -462,6 +462,9 @@ class FakeLedger:
     def renew(self) -> None:
         pass
 
+    def durable(self) -> None:
+        self.commits.append(("durable", None))
+
     def finish_digest(self) -> bool:
         return all(s not in ("pending", "sending") for s in self.status.values())
 
@@ -469,6 +472,9 @@ class FakeLedger:
 class FakeComposer:
     def new_message_id(self) -> str:
         return "<id@x>"
+
+    def prepare(self, rows: list[store.LedgerRow]) -> None:
+        pass
 
     def compose(self, row: store.LedgerRow, message_id: str) -> bytes:
         return f"To: {row.email}\r\n\r\nhi\r\n".encode()
@@ -480,7 +486,9 @@ class ListSender:
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str) -> None:
+    def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str,
+             ready: Any = None) -> None:
+        ready()
         self.sent.append(recipient)
 
     def close(self) -> None:
@@ -496,5 +504,7 @@ def test_one_commit_per_message_in_batches() -> None:
     assert report.sent == 5 and report.complete
     assert sender.sent == [r.email for r in rows]
     # each commit records the previous message and claims the next: 5 claims + 1 final record
-    assert fake.commits == [(None, 1), ((1, "sent"), 2), ((2, "sent"), 3), ((3, "sent"), 4),
-                            ((4, "sent"), 5), ((5, "sent"), None)]
+    durable = ("durable", None)
+    assert fake.commits == [(None, 1), durable, ((1, "sent"), 2), durable, ((2, "sent"), 3),
+                            durable, ((3, "sent"), 4), durable, ((4, "sent"), 5), durable,
+                            ((5, "sent"), None)]

@@ -224,7 +224,8 @@ def test_restart_after_a_missed_send_time_sends_exactly_once(make_settings, fres
     assert third.scheduler.get_job(sched.SEND_JOB_ID).next_run_time == missed + timedelta(days=7)
 
 
-def test_two_missed_send_times_give_one_send(make_settings, fresh_db, services):
+def test_two_missed_send_times_give_one_send(make_settings, fresh_db, services, caplog):
+    caplog.set_level(logging.INFO, logger="bot")
     latest = (datetime.now(SHANGHAI) - timedelta(hours=2)).replace(second=0, microsecond=0)
     settings = make_settings(**send_at(latest))
     counter = CountingSend()
@@ -233,12 +234,15 @@ def test_two_missed_send_times_give_one_send(make_settings, fresh_db, services):
 
     services(settings, send=counter)
     assert wait_for(lambda: counter.calls == [None])
+    assert f"send due at {latest.isoformat(timespec='minutes')} was missed while stopped: sending it now" \
+        in caplog.text
     assert wait_for(lambda: stored_send_time(fresh_db.engine) == latest + timedelta(days=7))
     time.sleep(1.0)
     assert counter.calls == [None]
 
 
-def test_a_send_missed_by_more_than_the_grace_period_is_skipped(make_settings, fresh_db, services):
+def test_a_send_missed_by_more_than_the_grace_period_is_skipped(make_settings, fresh_db, services, caplog):
+    caplog.set_level(logging.INFO, logger="bot")
     missed = (datetime.now(SHANGHAI) - timedelta(hours=30)).replace(second=0, microsecond=0)
     settings = make_settings(send_grace_hours=24, **send_at(missed))
     counter = CountingSend()
@@ -249,6 +253,8 @@ def test_a_send_missed_by_more_than_the_grace_period_is_skipped(make_settings, f
     assert wait_for(lambda: stored_send_time(fresh_db.engine) == missed + timedelta(days=7))
     time.sleep(1.0)
     assert counter.calls == []
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "bot.scheduler"]
+    assert "more than DIGESTBOT_SEND_GRACE_HOURS=24 ago: skipped" in warning.getMessage()
 
 
 def test_a_changed_schedule_replaces_the_stored_job(make_settings, fresh_db, services):

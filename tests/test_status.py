@@ -82,14 +82,15 @@ def test_feeds_schedule_digest_and_subscribers(make_settings, fresh_db, tmp_path
 
 def test_a_missed_send_is_reported(make_settings, fresh_db):
     settings = make_settings()
-    Service(settings, fresh_db.engine, fresh_db.factory, send=lambda *a, **k: None).start()
+    service = Service(settings, fresh_db.engine, fresh_db.factory, send=lambda *a, **k: None)
+    service.start()
+    service.stop()
     scheduler = sched.build_scheduler(settings, sched.make_jobstore(settings.database_url))
     scheduler.start(paused=True)
     # the service stopped, and the send time passed two hours ago
     missed = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
     scheduler.modify_job(sched.SEND_JOB_ID, next_run_time=missed)
     scheduler.shutdown(wait=False)
-    sched.set_context(None)
     data = status.gather(settings, fresh_db.engine, fresh_db.factory)
     assert data["schedule"]["missed_send"] == missed.astimezone(SHANGHAI).isoformat()
     assert data["schedule"]["next_send_source"] == "settings"

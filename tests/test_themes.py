@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import random
 import re
-import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -325,25 +324,12 @@ def _copies(items: list[Item], count: int) -> list[Item]:
     ][:count]
 
 
-def _best_time(items: list[Item], themes: ThemeSet, runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        group_items(items, themes)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
-def test_four_hundred_items_scale_linearly(themes: ThemeSet, weeks: dict[str, list[Item]]) -> None:
+def test_four_hundred_items_group_into_a_valid_shape(themes: ThemeSet, weeks: dict[str, list[Item]]) -> None:
+    # speed and scaling are measured by bench/digest.py, not by a timed unit test
     everything = [item for items in weeks.values() for item in items]
     many = _copies(everything, 400)
     groups = group_items(many, themes)
     _check_shape(groups, many, themes)
-    few = _copies(everything, 40)
-    group_items(few, themes)  # warm the caches (lexicon, jieba) before timing
-    small, large = _best_time(few, themes), _best_time(many, themes)
-    assert small < 1.0
-    assert large <= 15 * small, f"40 items: {small:.3f}s, 400 items: {large:.3f}s"
 
 
 def test_parse_themes_text_without_a_file() -> None:
