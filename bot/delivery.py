@@ -13,9 +13,11 @@ How a send survives being interrupted (Ctrl-C, kill -9, power loss)
 1. Every confirmed subscriber gets a 'pending' row, in one transaction,
    before the first message goes out (``store.create_pending_deliveries``).
 2. A row is marked 'sending' -- together with its Message-ID -- and that is
-   committed *before* its message is handed to the server. When the server
+   committed before the server can accept its message. When the server
    answers 250 the row is marked 'sent' in the very next commit, which also
-   claims the following row (one commit per message).
+   claims the following row (one commit per message). That commit runs while
+   the next message's MAIL, RCPT and DATA commands are exchanged; its data
+   goes out only once the commit is done (``Ledger.durable``).
 3. On SQLite the ledger's connection commits with ``synchronous=FULL``, so a
    recorded state survives power loss, not only a killed process.
 4. A run only ever sends rows that are 'pending' or 'sending'; a 'sent' row
@@ -28,10 +30,11 @@ How a send survives being interrupted (Ctrl-C, kill -9, power loss)
    finishes and is recorded, so a graceful stop never leaves a row 'sending'.
 
 The one window that remains: the server has accepted the message (its 250
-reply to DATA) and our commit of 'sent' has not happened yet -- microseconds
-of bookkeeping. A hard kill or power loss exactly there gives that recipient a
-second copy, with the same Message-ID. A kill before or during DATA is no
-delivery yet and the message is simply sent on the next run.
+reply to DATA) and our commit of 'sent' is not on disk yet -- about a
+millisecond: two small UPDATEs and the commit's disk sync. A hard kill or
+power loss exactly there gives that recipient a second copy, with the same
+Message-ID. A kill before or during DATA is no delivery yet and the message
+is simply sent on the next run.
 
 The core loop (``deliver``) depends only on narrow interfaces: a ``Ledger``
 (backed by ``bot.store`` queries in ``DbLedger``), a ``Sender``
@@ -237,7 +240,7 @@ def _send_one(
     while True:
         try:
             # the server may accept this message only once the previous one's
-            # 'sent' is on disk: ledger.durable() runs right before that point
+            # 'sent' is on disk: ledger.durable() runs before the data goes out
             sender.send(envelope_from, row.email, data, message_id, ready=ledger.durable)
             return Outcome(row, "sent", retries=attempt)
         except PermanentFailure as exc:
@@ -305,7 +308,10 @@ class DbLedger:
     def durable(self) -> None:
         commit, self._commit = self._commit, None
         if commit is not None:
-            commit.result()
+            try:
+                commit.result()
+            except Exception as exc:
+                raise _ledger_error(exc) from exc
 
     def close(self) -> None:
         try:
@@ -313,6 +319,7 @@ class DbLedger:
                 self.durable()
             finally:
                 self._committer.shutdown(wait=True)
+            self._conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
             self._conn.rollback()
             if self._sqlite:  # back to the engine's default before the pool reuses it
                 self._conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
@@ -357,13 +364,16 @@ class DbLedger:
                     state = "skipped"
                 else:
                     state = "gone"
-        except BaseException:
-            conn.rollback()
+        except BaseException as exc:
+            conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+            if isinstance(exc, Exception):
+                raise _ledger_error(exc) from exc
             raise
         if state == "claimed":
-            self._commit = self._committer.submit(conn.commit)  # see the class docstring
+            # see the class docstring: committed while the next message is on its way
+            self._commit = self._committer.submit(store.raw_commit, conn)
         else:
-            conn.commit()
+            store.raw_commit(conn)
         return state, bounced
 
     def renew(self) -> None:
@@ -377,6 +387,12 @@ class DbLedger:
             store.mark_digest_sent(self._conn, self.digest_id, datetime.now(UTC))
         self._conn.commit()
         return finished
+
+
+def _ledger_error(exc: Exception) -> DeliveryError:
+    return DeliveryError(f"cannot write the delivery ledger: {exc}",
+                         hint="check the database (DIGESTBOT_DATABASE_URL); `digestbot send` "
+                              "resumes where this run stopped")
 
 
 class DigestComposer:

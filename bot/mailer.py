@@ -31,10 +31,11 @@ import contextlib
 import os
 import re
 import smtplib
+import socket
 import ssl
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
@@ -227,9 +228,9 @@ class Sender(Protocol):
 
     def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str,
              ready: Ready | None = None) -> None:
-        """Hand one message over. ``ready`` is called just before the point where
-        the message becomes accepted (SMTP: before the final "." of DATA;
-        outbox: before the rename); if it raises, the message is not accepted."""
+        """Hand one message over. ``ready`` is called before the message can be
+        accepted (SMTP: after the server's 354, before the data and its final
+        "."; outbox: before the rename); if it raises, nothing is accepted."""
         ...
 
     def close(self) -> None:
@@ -288,6 +289,10 @@ class SmtpSender:
                 conn.ehlo()
             if self.user:
                 conn.login(self.user, self.password or "")
+            if conn.sock is not None:
+                # commands and data are whole writes: don't let Nagle's algorithm
+                # hold a short one back waiting for the ACK of the previous one
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except DeliveryError:
             _quietly_close(conn)
             raise
@@ -349,8 +354,10 @@ class SmtpSender:
     @staticmethod
     def _transaction(conn: smtplib.SMTP, envelope_from: str, recipient: str, message: bytes,
                      ready: Ready | None) -> None:
-        """``smtplib.SMTP.sendmail`` for one recipient, with a pause before the
-        final dot: the server accepts the message only after ``ready()``."""
+        """``smtplib.SMTP.sendmail`` for one recipient, with a pause after the
+        server's 354: it gets the data (and can accept it) only after ``ready()``,
+        while MAIL, RCPT and DATA have already overlapped with whatever
+        ``ready`` waits for."""
         conn.ehlo_or_helo_if_needed()
         code, resp = conn.mail(envelope_from)
         if code != 250:
@@ -365,13 +372,14 @@ class SmtpSender:
             _reset(conn, code)
             raise smtplib.SMTPDataError(code, resp)
         data = _LEADING_DOT.sub(b"..", message)
-        conn.send(data if data.endswith(b"\r\n") else data + b"\r\n")
+        if not data.endswith(b"\r\n"):
+            data += b"\r\n"
         if ready is not None:
             try:
                 ready()
             except Exception as exc:
                 raise _NotReady(exc) from exc
-        conn.send(b".\r\n")
+        conn.send(data + b".\r\n")
         code, resp = conn.getreply()
         if code != 250:
             _reset(conn, code)
@@ -440,18 +448,26 @@ class OutboxSender:
 
     def send(self, envelope_from: str, recipient: str, message: bytes, message_id: str,
              ready: Ready | None = None) -> None:
+        tmp = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".eml")
-            try:
+            with self._writing():
+                self.directory.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".eml")
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(message)
-                if ready is not None:
-                    ready()
+            if ready is not None:
+                ready()
+            with self._writing():
                 os.replace(tmp, self.path_for(message_id))
-            except BaseException:
+        except BaseException:
+            if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
-                raise
+            raise
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
         except OSError as exc:
             raise DeliveryError(f"cannot write to the outbox {self.directory}: {exc}",
                                 hint="check DIGESTBOT_OUTBOX_DIR, or set DIGESTBOT_SMTP_HOST "

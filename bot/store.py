@@ -391,9 +391,9 @@ def unfinished_deliveries(
     return [LedgerRow(*row) for row in rows]
 
 
-# The per-message statements are built once, with bind parameters: building
-# and cache-keying a statement costs more than running it on SQLite.
-Executor = Session | Connection
+# The per-message statements are built once, with bind parameters, and run
+# through _Prepared below: building, cache-keying and executing a statement
+# through SQLAlchemy costs more than running it on SQLite.
 _D, _S = _DELIVERIES.c, _SUBSCRIBERS.c
 _UNFINISHED_ROW = or_(_D.status == "pending", _D.status == "sending")
 _CLAIM = (
@@ -422,42 +422,103 @@ _BOUNCE = (
 _CLEAR_FAILURES = update(_SUBSCRIBERS).where(_S.id == bindparam("b_id")).values(hard_failures=0)
 
 
-def claim_delivery(db: Executor, delivery_id: int, message_id: str, now: datetime) -> bool:
+class _Prepared:
+    """A statement compiled once per dialect and run straight on the DBAPI cursor.
+
+    The two statements of every message cost ~5 us this way instead of ~45 us
+    through ``Connection.execute``, and several times that between two SMTP
+    transactions (cold caches). Types still apply: each value goes through its
+    column type's bind processor (UTCDateTime included), as SQLAlchemy would.
+    Changes made this way must be committed with ``raw_commit``.
+    """
+
+    def __init__(self, statement: Any) -> None:
+        self.statement = statement
+        self._by_dialect: dict[str, tuple[str, list[str] | None, dict[str, Any],
+                                          dict[str, Any]]] = {}
+
+    def _prepare(self, dialect: Any) -> tuple[str, list[str] | None, dict[str, Any],
+                                              dict[str, Any]]:
+        compiled = self.statement.compile(dialect=dialect)
+        ours = [name for name in compiled.binds if name.startswith("b_")]
+        fixed = compiled.construct_params({name: None for name in ours})
+        processors: dict[str, Any] = {}
+        for name in fixed:
+            processor = compiled.binds[name].type.bind_processor(dialect)
+            if processor is None:
+                continue
+            if name in ours:
+                processors[name] = processor
+            elif fixed[name] is not None:
+                fixed[name] = processor(fixed[name])
+        order = list(compiled.positiontup) if compiled.positional else None
+        prepared = (compiled.string, order, fixed, processors)
+        self._by_dialect[dialect.name] = prepared
+        return prepared
+
+    def run(self, conn: Connection, values: dict[str, Any]) -> int:
+        sql, order, fixed, processors = (self._by_dialect.get(conn.dialect.name)
+                                         or self._prepare(conn.dialect))
+        params = dict(fixed)
+        for name, value in values.items():
+            processor = processors.get(name)
+            params[name] = processor(value) if processor and value is not None else value
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, [params[n] for n in order] if order is not None else params)
+            return int(cursor.rowcount)
+        finally:
+            cursor.close()
+
+
+def raw_commit(conn: Connection) -> None:
+    """Commit what ``_Prepared`` statements changed (they bypass the Connection)."""
+    conn.connection.dbapi_connection.commit()  # type: ignore[union-attr]
+
+
+_CLAIM_FAST, _SKIP_FAST, _FINISH_FAST = _Prepared(_CLAIM), _Prepared(_SKIP), _Prepared(_FINISH)
+
+
+def claim_delivery(db: Connection, delivery_id: int, message_id: str, now: datetime) -> bool:
     """Mark a row 'sending' (one more attempt) if it is unfinished and its
-    subscriber is still confirmed; False otherwise."""
-    result = db.execute(_CLAIM, {"b_id": delivery_id, "b_message_id": message_id, "b_now": now})
-    return _rowcount(result) == 1
+    subscriber is still confirmed; False otherwise. Commit with raw_commit."""
+    return _CLAIM_FAST.run(db, {"b_id": delivery_id, "b_message_id": message_id,
+                                "b_now": now}) == 1
 
 
-def skip_delivery(db: Executor, delivery_id: int, now: datetime) -> bool:
+def skip_delivery(db: Connection, delivery_id: int, now: datetime) -> bool:
     """An unfinished row whose subscriber is no longer confirmed: 'skipped'."""
-    return _rowcount(db.execute(_SKIP, {"b_id": delivery_id, "b_now": now})) == 1
+    return _SKIP_FAST.run(db, {"b_id": delivery_id, "b_now": now}) == 1
 
 
 def finish_delivery(
-    db: Executor, delivery_id: int, status: str, now: datetime, *,
+    db: Connection, delivery_id: int, status: str, now: datetime, *,
     error: str | None = None, extra_attempts: int = 0,
 ) -> None:
-    """Record how a delivery ended: 'sent', 'failed', or back to 'pending'."""
-    db.execute(_FINISH, {"b_id": delivery_id, "b_status": status, "b_now": now,
-                         "b_error": error, "b_extra": extra_attempts,
-                         "b_sent_at": now if status == "sent" else None})
+    """Record how a delivery ended: 'sent', 'failed', or back to 'pending'.
+    Commit with raw_commit."""
+    _FINISH_FAST.run(db, {"b_id": delivery_id, "b_status": status, "b_now": now,
+                          "b_error": error, "b_extra": extra_attempts,
+                          "b_sent_at": now if status == "sent" else None})
+
+
+_COUNT_FAILURE_FAST, _BOUNCE_FAST = _Prepared(_COUNT_FAILURE), _Prepared(_BOUNCE)
+_CLEAR_FAILURES_FAST = _Prepared(_CLEAR_FAILURES)
 
 
 def record_hard_failure(
-    db: Executor, subscriber_id: int, max_failures: int, nonce: str, now: datetime
+    db: Connection, subscriber_id: int, max_failures: int, nonce: str, now: datetime
 ) -> bool:
     """Count a permanent (5xx) failure; at ``max_failures`` the subscriber is
-    'bounced'. Returns True if this made them bounced."""
-    db.execute(_COUNT_FAILURE, {"b_id": subscriber_id})
-    result = db.execute(_BOUNCE, {"b_id": subscriber_id, "b_max": max_failures, "b_now": now,
-                                  "b_nonce": nonce})
-    return _rowcount(result) == 1
+    'bounced'. Returns True if this made them bounced. Commit with raw_commit."""
+    _COUNT_FAILURE_FAST.run(db, {"b_id": subscriber_id})
+    return _BOUNCE_FAST.run(db, {"b_id": subscriber_id, "b_max": max_failures, "b_now": now,
+                                 "b_nonce": nonce}) == 1
 
 
-def clear_hard_failures(db: Executor, subscriber_id: int) -> None:
+def clear_hard_failures(db: Connection, subscriber_id: int) -> None:
     """A delivery went through: failures count in a row, so start again at 0."""
-    db.execute(_CLEAR_FAILURES, {"b_id": subscriber_id})
+    _CLEAR_FAILURES_FAST.run(db, {"b_id": subscriber_id})
 
 
 def count_confirmed(session: Session) -> int:

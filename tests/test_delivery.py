@@ -508,3 +508,62 @@ def test_one_commit_per_message_in_batches() -> None:
     assert fake.commits == [(None, 1), durable, ((1, "sent"), 2), durable, ((2, "sent"), 3),
                             durable, ((3, "sent"), 4), durable, ((4, "sent"), 5), durable,
                             ((5, "sent"), None)]
+
+
+def test_ledger_commits_durably_and_restores_the_connection(fresh_db: FreshDB) -> None:
+    digest_id = make_digest(fresh_db.factory)
+    add_subscribers(fresh_db.factory, READERS)
+    with fresh_db.factory() as session, session.begin():
+        store.create_pending_deliveries(session, digest_id, datetime.now(UTC))
+    lock = delivery.DigestLock(fresh_db.factory, digest_id, WEEK)
+    with lock:
+        book = delivery.DbLedger(fresh_db.factory, digest_id, lock, 3)
+        conn = book._conn
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+        conn.commit()
+        first, second = book.unfinished(0, 10)[:2]
+        assert book.step(None, (first, "<a@x>")) == ("claimed", False)
+        book.durable()
+        assert ledger(fresh_db.factory, digest_id)["ann@example.com"] == "sending"
+        book.step(delivery.Outcome(first, "sent"), (second, "<b@x>"))
+        book.durable()  # what another connection sees once durable() returned
+        states = ledger(fresh_db.factory, digest_id)
+        assert (states["ann@example.com"], states["bob@example.com"]) == ("sent", "sending")
+        book.close()
+        with fresh_db.engine.connect() as other:  # the pooled connection is back to NORMAL
+            assert other.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    with fresh_db.factory() as session:
+        ann = session.scalars(select(Delivery).where(Delivery.id == first.id)).one()
+        assert (ann.status, ann.message_id, ann.attempts) == ("sent", "<a@x>", 1)
+        assert ann.sent_at is not None and ann.sent_at.tzinfo is not None
+
+
+def test_a_failed_ledger_commit_stops_before_the_next_message_is_accepted(
+    settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sqlite3
+
+    readers = [f"r{n}@example.com" for n in range(5)]
+    digest_id = make_digest(fresh_db.factory)
+    add_subscribers(fresh_db.factory, readers)
+    real_commit = store.raw_commit
+    calls = []
+
+    def flaky_commit(conn: Any) -> None:
+        calls.append(1)
+        if len(calls) == 3:  # the commit of "r1 sent, r2 claimed"
+            raise sqlite3.OperationalError("disk I/O error")
+        real_commit(conn)
+
+    monkeypatch.setattr(store, "raw_commit", flaky_commit)
+    with pytest.raises(DeliveryError, match="cannot write the delivery ledger") as failed:
+        send(settings, fresh_db)
+    assert failed.value.hint and "resumes" in failed.value.hint
+    # the third message was never handed over: its data waits for that commit
+    assert len(smtp_server.messages) == 2
+    assert sorted(ledger(fresh_db.factory, digest_id).values()) == ["pending"] * 3 + ["sent"] * 2
+
+    monkeypatch.setattr(store, "raw_commit", real_commit)
+    assert send(settings, fresh_db).sent == 3
+    assert smtp_server.copies_by_recipient() == {r: 1 for r in readers}

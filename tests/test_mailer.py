@@ -230,3 +230,61 @@ def test_smtp_sender_refused_for_good_is_a_delivery_error(smtp_server: SmtpServe
     smtp_server.script("MAIL", "553 5.7.1 not allowed to send as that address")
     with pytest.raises(DeliveryError, match="refused our sender address"):
         smtp(smtp_server).send("d@example.org", "a@example.com", b"x\r\n", "")
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2, 3, 56, 57, 58, 114, 200])
+def test_bodies_round_trip_wherever_the_link_sits(settings: Settings, offset: int) -> None:
+    """Each part is base64-encoded once up to the link and per recipient after it."""
+    html = "前" * offset + f'<a href="{UNSUBSCRIBE_PLACEHOLDER}">x</a>' + "后\n" * 40
+    text = "t" * offset + UNSUBSCRIBE_PLACEHOLDER + "\nend " + UNSUBSCRIBE_PLACEHOLDER
+    message = DigestMessage(settings, "s", html, text)
+    for link in ("https://x/u/a", "https://x/u/" + "b" * 100):
+        msg = parse(message.render("a@example.com", "<1@x>", link))
+        got_text, got_html = (p.get_content() for p in msg.iter_parts())
+        assert got_text == ("t" * offset + link + "\nend " + link).replace("\n", "\r\n") + ""
+        assert got_html == html.replace(UNSUBSCRIBE_PLACEHOLDER, link).replace("\n", "\r\n")
+
+
+def test_a_digest_without_personal_link_is_sent_as_is(settings: Settings) -> None:
+    message = DigestMessage(settings, "s", "<p>no link</p>", "no link")
+    msg = parse(message.render("a@example.com", "<1@x>", "https://x/u/t"))
+    assert [p.get_content() for p in msg.iter_parts()] == ["no link", "<p>no link</p>"]
+
+
+def test_smtp_ready_runs_after_the_commands_and_before_the_data(
+    smtp_server: SmtpServer,
+) -> None:
+    sender = smtp(smtp_server)
+    seen: list[tuple[int, int, int]] = []
+
+    def ready() -> None:
+        commands = smtp_server.handler.commands
+        seen.append((commands["MAIL"], commands["RCPT"], len(smtp_server.messages)))
+
+    sender.send("d@example.org", "a@example.com", b"Subject: 1\r\n\r\nx\r\n", "", ready=ready)
+    assert seen == [(1, 1, 0)]
+    assert len(smtp_server.wait_for(1)) == 1
+
+    def not_ready() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        sender.send("d@example.org", "b@example.com", b"Subject: 2\r\n\r\nx\r\n", "",
+                    ready=not_ready)
+    sender.send("d@example.org", "c@example.com", b"Subject: 3\r\n\r\nx\r\n", "")
+    sender.close()
+    received = smtp_server.wait_for(2)
+    assert [m.rcpt_tos[0] for m in received] == ["a@example.com", "c@example.com"]
+
+
+def test_outbox_ready_runs_before_the_file_appears(tmp_path: Path) -> None:
+    outbox = OutboxSender(tmp_path)
+
+    def not_ready() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        outbox.send("d@x", "a@x", b"data", "<1@x>", ready=not_ready)
+    assert list(tmp_path.iterdir()) == []
+    outbox.send("d@x", "a@x", b"data", "<1@x>", ready=lambda: None)
+    assert [p.name for p in tmp_path.iterdir()] == ["1@x.eml"]

@@ -186,7 +186,7 @@ def test_a_failing_feed_does_not_stop_the_others(make_settings, feed_server, fre
 
 def test_weekly_send_fires_at_its_time_in_the_configured_zone(make_settings, services):
     for zone in ("Asia/Shanghai", "America/New_York"):
-        soon = (datetime.now(ZoneInfo(zone)) + timedelta(seconds=2)).replace(microsecond=0)
+        soon = (datetime.now(ZoneInfo(zone)) + timedelta(seconds=3)).replace(microsecond=0)
         counter = CountingSend()
         service = services(make_settings(**send_at(soon)), send=counter)
         job = service.scheduler.get_job(sched.SEND_JOB_ID)
@@ -307,7 +307,7 @@ def test_a_locked_send_is_logged_and_the_scheduler_carries_on(make_settings, ser
     def locked(*_args: Any, **_kw: Any) -> None:
         raise SendLocked("2026-W40 is being sent by another run (pid 4242)")
 
-    soon = (datetime.now(SHANGHAI) + timedelta(seconds=1)).replace(microsecond=0)
+    soon = (datetime.now(SHANGHAI) + timedelta(seconds=3)).replace(microsecond=0)
     service = services(make_settings(**send_at(soon)), send=locked)
     assert wait_for(lambda: any("another run" in r.getMessage() for r in caplog.records))
     [record] = [r for r in caplog.records if "another run" in r.getMessage()]
@@ -338,7 +338,7 @@ def test_an_unexpected_error_in_a_send_is_logged_with_the_digest(make_settings, 
 def test_stop_ends_a_send_after_the_message_in_flight(make_settings, services, caplog):
     caplog.set_level(logging.INFO, logger="bot")
     counter = CountingSend(messages=500, delay=0.02)
-    soon = (datetime.now(SHANGHAI) + timedelta(seconds=1)).replace(microsecond=0)
+    soon = (datetime.now(SHANGHAI) + timedelta(seconds=3)).replace(microsecond=0)
     service = services(make_settings(**send_at(soon)), send=counter)
     assert wait_for(lambda: counter.messages_sent >= 3)
     started = time.monotonic()
