@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from click.testing import CliRunner
 from conftest import FEED_FIXTURE
 
-from bot import pipeline, status
+from bot import pipeline, status, store
 from bot import scheduler as sched
 from bot.cli import cli
 from bot.models import Delivery, Digest, Subscriber
@@ -36,11 +36,12 @@ def test_a_new_database(make_settings, fresh_db):
 def test_feeds_schedule_digest_and_subscribers(make_settings, fresh_db, tmp_path):
     missing = str(tmp_path / "gone.xml")
     settings = make_settings(feed_urls=f"{FEED_FIXTURE},{missing}", send_day="fri", send_time="18:30")
-    pipeline.poll_feeds(settings, fresh_db.factory)
     service = Service(settings, fresh_db.engine, fresh_db.factory, send=lambda *a, **k: None)
     service.start()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not _polled_at_start(fresh_db.engine):
+    # the poll at start has gone through both feeds (the broken one comes last)
+    while time.monotonic() < deadline and not (_polled_at_start(fresh_db.engine)
+                                               and _failures(fresh_db, missing) == 1):
         time.sleep(0.05)
     service.stop()  # the job store now holds the service's jobs
     with fresh_db.factory() as session, session.begin():
@@ -115,6 +116,12 @@ def test_status_on_an_unmigrated_database(tmp_path):
     env = {"DIGESTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}"}
     result = CliRunner().invoke(cli, ["status"], env=env)
     assert result.exit_code == 1 and "digestbot db upgrade" in result.output
+
+
+def _failures(fresh_db, url: str) -> int:
+    with fresh_db.factory() as session:
+        feed = store.feed_by_url(session, url)
+        return feed.consecutive_failures if feed else 0
 
 
 def _polled_at_start(engine) -> bool:
