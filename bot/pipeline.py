@@ -300,7 +300,8 @@ def _send_test(settings: Settings, factory: sessionmaker[Session], sender: Any, 
                         message_id)
         except mailer.SendFailure as exc:
             raise DeliveryError(f"the test message to {address} was not accepted: {exc}",
-                                hint=f"transport: {sender.description}") from None
+                                hint=f"sent through {sender.description}; check that it runs and "
+                                     "the DIGESTBOT_SMTP_* settings") from None
     finally:
         if own:
             sender.close()
