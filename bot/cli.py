@@ -57,6 +57,13 @@ class App:
 pass_app = click.make_pass_decorator(App)
 
 
+def listen_options(func: F) -> F:
+    """--host and --port, for the commands that serve the web app."""
+    func = click.option("--port", type=click.IntRange(1, 65535),
+                        help="Port (default: DIGESTBOT_PORT, 8000).")(func)
+    return click.option("--host", help="Address to listen on (default: DIGESTBOT_HOST, 127.0.0.1).")(func)
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -220,8 +227,7 @@ def _when(moment: Any) -> str:
 # --- service (bot.service, bot.status) -----------------------------------------
 
 @cli.command("run")
-@click.option("--host", help="Address to listen on (default: DIGESTBOT_HOST, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(1, 65535), help="Port (default: DIGESTBOT_PORT, 8000).")
+@listen_options
 @pass_app
 @reports_errors
 def run_command(app: App, host: str | None, port: int | None) -> None:
@@ -482,8 +488,7 @@ def send_command(app: App, week: str | None, dry_run: bool, to: str | None, rese
 
 
 @cli.command("web")
-@click.option("--host", help="Address to listen on (default: DIGESTBOT_HOST, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(1, 65535), help="Port (default: DIGESTBOT_PORT, 8000).")
+@listen_options
 @pass_app
 @reports_errors
 def web_command(app: App, host: str | None, port: int | None) -> None:
