@@ -87,3 +87,13 @@ class StaticServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_port}/feed.xml"
+
+
+def run_standalone(run: Callable[[], list[Row]]) -> None:
+    """Run one benchmark as a script: print its rows, exit 1 if a target is missed."""
+    import sys
+
+    results = run()
+    for row in results:
+        print(row.show())
+    sys.exit(0 if all(r.ok for r in results) else 1)

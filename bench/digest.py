@@ -18,7 +18,7 @@ from bot.models import Entry
 from bot.render import render_digest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Row, median_of  # noqa: E402
+from common import Row, median_of, run_standalone  # noqa: E402
 
 FIXTURE = Path(__file__).parent.parent / "tests" / "fixtures" / "messagedaily-rl.xml"
 WEEK = "2026-W40"  # Mon 2026-09-28 .. Sun 2026-10-04, Asia/Shanghai
@@ -78,7 +78,4 @@ def run() -> list[Row]:
 
 
 if __name__ == "__main__":
-    results = run()
-    for row in results:
-        print(row.show())
-    sys.exit(0 if all(r.ok for r in results) else 1)
+    run_standalone(run)

@@ -24,7 +24,7 @@ from bot.config import load_settings
 from bot.models import Entry
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Row, StaticServer, best_of  # noqa: E402
+from common import Row, StaticServer, best_of, run_standalone  # noqa: E402
 
 FIXTURE = Path(__file__).parent.parent / "tests" / "fixtures" / "messagedaily-rl.xml"
 N_ENTRIES = 5_000
@@ -101,7 +101,4 @@ def run() -> list[Row]:
 
 
 if __name__ == "__main__":
-    results = run()
-    for row in results:
-        print(row.show())
-    sys.exit(0 if all(r.ok for r in results) else 1)
+    run_standalone(run)

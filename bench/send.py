@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from common import Row  # noqa: E402
+from common import Row, run_standalone  # noqa: E402
 
 FIXTURE = HERE.parent / "tests" / "fixtures" / "messagedaily-rl.xml"
 WEEK = "2026-W40"
@@ -173,7 +173,4 @@ def run(sizes: tuple[int, int] = (1_000, 10_000)) -> list[Row]:
 
 
 if __name__ == "__main__":
-    results = run()
-    for row in results:
-        print(row.show())
-    sys.exit(0 if all(r.ok for r in results) else 1)
+    run_standalone(run)
