@@ -11,9 +11,11 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot import db, feeds, store
+from bot import db
 from bot.config import load_settings
 from bot.digest import build_digest, parse_week
+from bot.ingest import parse as parsing
+from bot.ingest import queries as feed_queries
 from bot.models import Entry
 from bot.render import render_digest
 
@@ -26,10 +28,10 @@ WEEK = "2026-W40"  # Mon 2026-09-28 .. Sun 2026-10-04, Asia/Shanghai
 
 def fill_week(factory, n: int) -> None:
     """n entries in WEEK, made from the fixture's 77 with unique keys."""
-    parsed = feeds.parse(FIXTURE.read_bytes(), str(FIXTURE)).entries
+    parsed = parsing.parse(FIXTURE.read_bytes(), str(FIXTURE)).entries
     start = datetime(2026, 9, 28, 1, tzinfo=UTC)
     with db.transaction(factory) as session:
-        feed = store.get_or_create_feed(session, "bench://feed")
+        feed = feed_queries.get_or_create_feed(session, "bench://feed")
         for i in range(n):
             item = parsed[i % len(parsed)]
             session.add(Entry(

@@ -19,8 +19,9 @@ from pathlib import Path
 import feedparser
 from sqlalchemy import func, select
 
-from bot import db, feeds, pipeline
+from bot import db, ingest
 from bot.config import load_settings
+from bot.ingest import fetch as fetching
 from bot.models import Entry
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -64,9 +65,9 @@ def run() -> list[Row]:
             factory = db.session_factory(engine)
             settings = load_settings({"DIGESTBOT_DATABASE_URL": str(engine.url),
                                       "DIGESTBOT_FEED_URLS": f"{plain.url},{tagged.url}"})
-            options = pipeline.fetch_options(settings)
+            options = ingest.fetch_options(settings)
             start = time.perf_counter()
-            first = pipeline.poll_feed(plain.url, options, factory)
+            first = ingest.poll_feed(plain.url, options, factory)
             first_times.append(time.perf_counter() - start)
             assert first.new == N_ENTRIES, first
         first_time = min(first_times)
@@ -74,17 +75,17 @@ def run() -> list[Row]:
         with factory() as s:
             count_before = s.scalar(select(func.count()).select_from(Entry))
         writes_before = entry_writes(factory)
-        repoll_time = best_of(lambda: pipeline.poll_feed(plain.url, options, factory), runs=5)
+        repoll_time = best_of(lambda: ingest.poll_feed(plain.url, options, factory), runs=5)
         with factory() as s:
             count_after = s.scalar(select(func.count()).select_from(Entry))
         writes = (count_after - count_before) + entry_writes(factory) - writes_before
 
-        # one HTTP client per poll run, as pipeline.poll_feeds uses it
-        with feeds.make_client(options) as client:
-            pipeline.poll_feed(tagged.url, options, factory, client)  # learn the ETag
-            not_modified = pipeline.poll_feed(tagged.url, options, factory, client)
+        # one HTTP client per poll run, as ingest.poll_feeds uses it
+        with fetching.make_client(options) as client:
+            ingest.poll_feed(tagged.url, options, factory, client)  # learn the ETag
+            not_modified = ingest.poll_feed(tagged.url, options, factory, client)
             assert not_modified.status == "not-modified"
-            t304 = best_of(lambda: pipeline.poll_feed(tagged.url, options, factory, client), runs=10)
+            t304 = best_of(lambda: ingest.poll_feed(tagged.url, options, factory, client), runs=10)
         engine.dispose()
 
     rows.append(Row("ingest", f"feedparser.parse, {N_ENTRIES:,} entries ({len(body) / 1e6:.1f} MB)",

@@ -68,7 +68,7 @@ def setup_db(path: Path, n: int) -> str:
 
     from sqlalchemy import insert
 
-    from bot import db, pipeline
+    from bot import db, ingest
     from bot.config import load_settings
     from bot.models import Subscriber
 
@@ -76,7 +76,7 @@ def setup_db(path: Path, n: int) -> str:
     engine = db.make_engine(url)
     db.upgrade(engine)
     factory = db.session_factory(engine)
-    pipeline.poll_feeds(load_settings({"DIGESTBOT_DATABASE_URL": url,
+    ingest.poll_feeds(load_settings({"DIGESTBOT_DATABASE_URL": url,
                                        "DIGESTBOT_FEED_URLS": str(FIXTURE)}), factory)
     now = datetime.now(UTC)
     rows = [{"email": f"reader{i:05d}@bench.example", "email_key": f"reader{i:05d}@bench.example",
@@ -91,12 +91,12 @@ def setup_db(path: Path, n: int) -> str:
 
 BOT_RUN = r"""
 import json, resource, sys, time
-from bot import db, pipeline
+from bot import db
 from bot.config import load_settings
 settings = load_settings()
 factory = db.session_factory(db.make_engine(settings.database_url))
 start = time.perf_counter()
-report = pipeline.send_digest(settings, factory, sys.argv[1])
+report = send.send_digest(settings, factory, sys.argv[1])
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "sent": report.sent,
                   "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
@@ -107,6 +107,8 @@ import json, resource, smtplib, sys, time
 from bot import db, digest, render
 from bot.config import load_settings
 from bot.mailer import DigestMessage
+from bot import ingest
+from bot import send
 settings = load_settings()
 factory = db.session_factory(db.make_engine(settings.database_url))
 with factory() as session:

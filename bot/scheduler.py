@@ -7,7 +7,7 @@ database) as plain references:
 - ``poll-feeds``: every ``poll_interval`` minutes with a little jitter, and
   once right at start.
 - ``weekly-send``: a cron on ``send_day`` at ``send_time`` in ``timezone``;
-  sends the digest of the week just ended (``pipeline.send_digest`` with
+  sends the digest of the week just ended (``send.send_digest`` with
   ``week=None``).
 - ``resume-send``: a one-off at start when a digest was left half-sent
   (status 'sending'), e.g. by a crash; it calls ``send_digest`` again for that
@@ -52,9 +52,11 @@ from sqlalchemy import Column, Engine, Float, MetaData, String, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db, pipeline, store
+from bot import db, ingest
 from bot.config import Settings
+from bot.digest import queries as digest_queries
 from bot.errors import BotError
+from bot.send import send_digest
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +86,8 @@ class JobContext:
     scheduler: BaseScheduler | None = None
 
     def send_digest(self, week: str | None = None) -> Any:
-        send = self.send or pipeline.send_digest
-        return send(self.settings, self.factory, week, stop=self.stopping)
+        run = self.send or send_digest
+        return run(self.settings, self.factory, week, stop=self.stopping)
 
 
 _context: JobContext | None = None
@@ -115,7 +117,7 @@ def poll_job() -> None:
             log.info("poll interrupted: the service is stopping")
             return
         try:
-            pipeline.poll_feeds(ctx.settings, ctx.factory, [url])
+            ingest.poll_feeds(ctx.settings, ctx.factory, [url])
         except Exception:  # a bug or a database outage: log it, the next poll tries again
             log.exception("poll %s failed", url)
 
@@ -135,7 +137,7 @@ def resume_job() -> None:
     ctx = get_context()
     try:
         with ctx.factory() as session:
-            weeks = store.weeks_being_sent(session)
+            weeks = digest_queries.weeks_being_sent(session)
     except SQLAlchemyError as exc:
         log.error("send: cannot read the digests to resume: %s", exc)
         _retry_later(ctx)
@@ -286,7 +288,7 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
         misfire_grace_time=settings.send_grace_hours * 3600, **extra,
     )
     with factory() as session:
-        interrupted = store.weeks_being_sent(session)
+        interrupted = digest_queries.weeks_being_sent(session)
     if interrupted:
         log.info("interrupted send(s) found for %s: resuming now", ", ".join(interrupted))
         scheduler.add_job(

@@ -30,21 +30,7 @@ from bot.config import Settings
 
 log = logging.getLogger(__name__)
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 GRACEFUL_SHUTDOWN_SECONDS = 5
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr at ``level``; APScheduler and uvicorn's access log only
-    say more than warnings at DEBUG, so INFO is one line per poll, send and error."""
-    level = level.upper()
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(format=LOG_FORMAT)
-    root.setLevel(level)
-    quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
-    for name in ("apscheduler", "uvicorn.access", "alembic", "httpx", "httpcore"):
-        logging.getLogger(name).setLevel(quiet)
 
 
 class Service:

@@ -18,8 +18,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import scheduler as sched
-from bot import store
+from bot import subscribers
 from bot.config import Settings
+from bot.digest import queries as digest_queries
+from bot.ingest import queries as feed_queries
+from bot.send import ledger
 
 SUBSCRIBER_STATES = ("pending", "confirmed", "unsubscribed", "bounced")
 DELIVERY_STATES = ("sent", "failed", "pending")
@@ -30,18 +33,18 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
     now = now or datetime.now(UTC)
     jobs = sched.stored_next_run_times(engine)
     with factory() as session:
-        feeds = store.all_feeds(session)
-        counts = store.entry_counts(session)
-        digest = store.latest_digest(session)
-        deliveries = store.delivery_counts(session, digest.id) if digest else {}
-        subscribers = store.subscriber_counts(session)
+        feeds = feed_queries.all_feeds(session)
+        counts = feed_queries.entry_counts(session)
+        digest = digest_queries.latest_digest(session)
+        deliveries = ledger.delivery_counts(session, digest.id) if digest else {}
+        by_state = subscribers.subscriber_counts(session)
     return {
         "feeds": _feeds(settings, feeds, counts, jobs, now),
         "schedule": _schedule(settings, jobs, now),
         "last_digest": _digest(digest, deliveries),
-        "subscribers": {state: subscribers.get(state, 0) for state in SUBSCRIBER_STATES}
-        | {k: v for k, v in subscribers.items() if k not in SUBSCRIBER_STATES}
-        | {"total": sum(subscribers.values())},
+        "subscribers": {state: by_state.get(state, 0) for state in SUBSCRIBER_STATES}
+        | {k: v for k, v in by_state.items() if k not in SUBSCRIBER_STATES}
+        | {"total": sum(by_state.values())},
     }
 
 

@@ -10,8 +10,8 @@ DNS) and kept unique case-insensitively through ``email_key``. Only ASCII
 addresses are taken (internationalised domains are stored in their ASCII
 ``xn--`` form), so every address can go into a header as it is.
 
-Functions that take a Session leave committing to the caller, like
-``bot.store``; the use cases for the web app and the CLI are at the bottom.
+Functions that take a Session leave committing to the caller (the rows'
+queries are in ``bot.subscribers``); the use cases for the web app and the CLI are at the bottom.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from email_validator import EmailNotValidError, validate_email
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import store
+from bot import subscribers
 from bot.config import Settings
 from bot.errors import BotError
 from bot.mailer import Sender, envelope_address, simple_message
@@ -101,9 +101,9 @@ def request(session: Session, address: str, now: datetime) -> Change:
     the web page says the same thing in every case, so it tells no one who
     is subscribed.
     """
-    sub = store.subscriber_by_key(session, address.lower())
+    sub = subscribers.subscriber_by_key(session, address.lower())
     if sub is None:
-        sub = store.add_subscriber(session, email=address, status="pending", nonce=new_nonce(),
+        sub = subscribers.add_subscriber(session, email=address, status="pending", nonce=new_nonce(),
                                    now=now)
         return Change(sub, "created", True)
     if sub.status == "confirmed":
@@ -117,9 +117,9 @@ def add_confirmed(session: Session, address: str, now: datetime) -> Change:
     """``subscribers add --confirmed`` / ``import --confirmed``: the admin vouches
     for the address. Someone who unsubscribed or bounced is left alone: their
     opt-out wins (remove them first to really add them again)."""
-    sub = store.subscriber_by_key(session, address.lower())
+    sub = subscribers.subscriber_by_key(session, address.lower())
     if sub is None:
-        sub = store.add_subscriber(session, email=address, status="confirmed",
+        sub = subscribers.add_subscriber(session, email=address, status="confirmed",
                                    nonce=new_nonce(), now=now)
         return Change(sub, "created", False)
     if sub.status == "pending":
@@ -152,10 +152,10 @@ def unsubscribe(session: Session, claim: UnsubscribeClaim, now: datetime) -> boo
 
 
 def remove(session: Session, address: str) -> bool:
-    sub = store.subscriber_by_key(session, address.lower())
+    sub = subscribers.subscriber_by_key(session, address.lower())
     if sub is None:
         return False
-    store.delete_subscriber(session, sub)
+    subscribers.delete_subscriber(session, sub)
     return True
 
 

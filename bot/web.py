@@ -45,8 +45,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot import store, subscriptions
+from bot import subscriptions
 from bot.config import Settings
+from bot.digest import queries as digest_queries
 from bot.errors import BotError
 from bot.mailer import UNSUBSCRIBE_PLACEHOLDER, Sender, SendFailure, make_sender
 from bot.models import Digest, Subscriber
@@ -406,7 +407,7 @@ def create_app(
 
     def archive_rows() -> list[tuple[str, str, datetime | None]]:
         with factory() as session:
-            return store.sent_digests(session)
+            return digest_queries.sent_digests(session)
 
     def archived_html(week: str) -> str | None:
         with factory() as session:

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bot import ingest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -104,7 +106,7 @@ def render_example(workdir: Path, week: str | None = None) -> tuple[Path, str]:
     """Poll the bundled example feed into a scratch database and write the
     email HTML of ``week`` (default: the latest complete week). Returns the
     HTML file and the week's label."""
-    from bot import db, digest, pipeline, render
+    from bot import db, digest, render
     from bot.config import load_settings
 
     url = f"sqlite:///{workdir / 'screenshot.sqlite3'}"
@@ -113,7 +115,7 @@ def render_example(workdir: Path, week: str | None = None) -> tuple[Path, str]:
     try:
         db.upgrade(engine)
         factory = db.session_factory(engine)
-        pipeline.poll_feeds(settings, factory)
+        ingest.poll_feeds(settings, factory)
         with factory() as session:
             chosen = (digest.parse_week(week, settings.timezone) if week
                       else digest.latest_complete_week(session, settings))

@@ -31,7 +31,8 @@ from aiosmtpd.controller import Controller
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import store
+from bot import subscribers
+from bot.digest import queries as digest_queries
 from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
 
 
@@ -214,7 +215,7 @@ def make_digest(factory: sessionmaker[Session], week: str = "2026-W40", *,
                 text: str = DIGEST_TEXT, status: str = "sending") -> int:
     """A frozen digest row, as bot.digest.freeze_digest leaves it."""
     with factory() as session, session.begin():
-        digest = store.add_digest(session, week=week, subject=subject, html=html, text=text,
+        digest = digest_queries.add_digest(session, week=week, subject=subject, html=html, text=text,
                                   entry_count=1, paper_count=0, entries=[])
         digest.status = status
         if status == "sent":
@@ -227,7 +228,7 @@ def add_subscribers(factory: sessionmaker[Session], addresses: list[str],
     ids = []
     with factory() as session, session.begin():
         for address in addresses:
-            sub = store.add_subscriber(session, email=address, status=status,
+            sub = subscribers.add_subscriber(session, email=address, status=status,
                                        nonce=f"nonce-{address}", now=datetime.now(UTC))
             ids.append(sub.id)
     return ids

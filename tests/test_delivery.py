@@ -19,10 +19,14 @@ from conftest import FreshDB
 from smtp import SmtpServer, add_subscribers, free_port, ledger, make_digest
 from sqlalchemy import select, update
 
-from bot import delivery, pipeline, store
+from bot import send as send_stage
+from bot import subscribers
 from bot.config import Settings
 from bot.errors import DeliveryError
 from bot.models import Delivery, Digest, Subscriber
+from bot.send import ledger as ledger_db
+from bot.send import lock as send_lock
+from bot.send import loop
 from bot.tokens import Tokens, address_tag
 
 WEEK = "2026-W40"
@@ -36,9 +40,9 @@ def settings(make_settings: Callable[..., Settings], smtp_server: SmtpServer) ->
                          from_addr="周报 <digest@news.example.org>", **smtp_server.settings_env())
 
 
-def send(settings: Settings, fresh_db: FreshDB, **kwargs: Any) -> pipeline.SendReport:
+def send(settings: Settings, fresh_db: FreshDB, **kwargs: Any) -> send_stage.SendReport:
     kwargs.setdefault("retry_base_delay", 0.01)
-    return pipeline.send_digest(settings, fresh_db.factory, kwargs.pop("week", WEEK), **kwargs)
+    return send_stage.send_digest(settings, fresh_db.factory, kwargs.pop("week", WEEK), **kwargs)
 
 
 def digest_row(fresh_db: FreshDB, digest_id: int) -> Digest:
@@ -129,7 +133,7 @@ def test_4xx_that_never_clears_fails_that_delivery_only(
     assert (bob.status, bob.attempts) == ("failed", 4)  # 1 + smtp_max_retries
     assert "450" in (bob.last_error or "")
     with fresh_db.factory() as session:
-        sub = store.subscriber_by_key(session, "bob@example.com")
+        sub = subscribers.subscriber_by_key(session, "bob@example.com")
         assert sub is not None and (sub.status, sub.hard_failures) == ("confirmed", 0)
 
 
@@ -151,7 +155,7 @@ def test_550_fails_one_and_bounces_after_max_hard_failures(
     second = send(settings, fresh_db, week=weeks[1])
     assert (second.failed, second.bounced) == (1, 1)
     with fresh_db.factory() as session:
-        sub = store.subscriber_by_key(session, "bob@example.com")
+        sub = subscribers.subscriber_by_key(session, "bob@example.com")
         assert sub is not None
         assert (sub.status, sub.hard_failures) == ("bounced", 2) and sub.bounced_at
 
@@ -246,7 +250,7 @@ def test_a_row_left_sending_is_resent_with_its_message_id(
     add_subscribers(fresh_db.factory, READERS)
     now = datetime.now(UTC)
     with fresh_db.factory() as session, session.begin():
-        store.create_pending_deliveries(session, digest_id, now)
+        ledger_db.create_pending_deliveries(session, digest_id, now)
         session.execute(update(Delivery).where(Delivery.id == 1).values(
             status="sending", attempts=1, message_id="<crashed.1@news.example.org>"))
         session.execute(update(Delivery).where(Delivery.id == 2).values(status="sent",
@@ -270,7 +274,7 @@ def test_stop_finishes_the_message_in_flight_then_resumes(
     add_subscribers(fresh_db.factory, readers)
     stop = threading.Event()
 
-    def progress(report: delivery.DeliveryReport) -> None:
+    def progress(report: loop.DeliveryReport) -> None:
         if report.sent == 2:
             stop.set()
 
@@ -296,7 +300,7 @@ def test_an_exception_from_progress_still_records_the_message_sent(
     class Stopping(Exception):
         pass
 
-    def progress(report: delivery.DeliveryReport) -> None:
+    def progress(report: loop.DeliveryReport) -> None:
         if report.sent == 1:
             raise Stopping
 
@@ -314,7 +318,7 @@ def test_unsubscribed_while_sending_is_skipped(
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, READERS)
     with fresh_db.factory() as session, session.begin():
-        store.create_pending_deliveries(session, digest_id, datetime.now(UTC))
+        ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
         session.execute(update(Subscriber).where(Subscriber.email == "bob@example.com")
                         .values(status="unsubscribed"))
 
@@ -364,7 +368,7 @@ def test_a_running_send_holds_the_lock(settings: Settings, fresh_db: FreshDB,
                                        smtp_server: SmtpServer) -> None:
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, READERS)
-    other = delivery.DigestLock(fresh_db.factory, digest_id, WEEK)  # alive: this process
+    other = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)  # alive: this process
     other.acquire()
     with pytest.raises(DeliveryError, match="another send of 2026-W40 is running"):
         send(settings, fresh_db)
@@ -400,8 +404,8 @@ def test_a_lock_left_by_a_dead_process_or_expired_is_taken_over(
 
 def test_lock_is_exclusive_and_renewable(fresh_db: FreshDB) -> None:
     digest_id = make_digest(fresh_db.factory)
-    first = delivery.DigestLock(fresh_db.factory, digest_id, WEEK)
-    second = delivery.DigestLock(fresh_db.factory, digest_id, WEEK)
+    first = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)
+    second = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)
     with first:
         with pytest.raises(DeliveryError):
             second.acquire()
@@ -437,12 +441,12 @@ def test_outbox_transport(make_settings: Callable[..., Settings], fresh_db: Fres
 class FakeLedger:
     """The narrow Ledger interface, in memory: the loop needs nothing else."""
 
-    def __init__(self, rows: list[store.LedgerRow]) -> None:
+    def __init__(self, rows: list[loop.LedgerRow]) -> None:
         self.rows = {r.id: r for r in rows}
         self.status = {r.id: "pending" for r in rows}
         self.commits: list[tuple[Any, Any]] = []
 
-    def unfinished(self, after_id: int, limit: int) -> list[store.LedgerRow]:
+    def unfinished(self, after_id: int, limit: int) -> list[loop.LedgerRow]:
         ids = sorted(i for i, s in self.status.items()
                      if s in ("pending", "sending") and i > after_id)
         return [self.rows[i] for i in ids[:limit]]
@@ -473,10 +477,10 @@ class FakeComposer:
     def new_message_id(self) -> str:
         return "<id@x>"
 
-    def prepare(self, rows: list[store.LedgerRow]) -> None:
+    def prepare(self, rows: list[loop.LedgerRow]) -> None:
         pass
 
-    def compose(self, row: store.LedgerRow, message_id: str) -> bytes:
+    def compose(self, row: loop.LedgerRow, message_id: str) -> bytes:
         return f"To: {row.email}\r\n\r\nhi\r\n".encode()
 
 
@@ -496,11 +500,11 @@ class ListSender:
 
 
 def test_one_commit_per_message_in_batches() -> None:
-    rows = [store.LedgerRow(i, i, f"r{i}@x.org", f"r{i}@x.org", "pending", None, 0)
+    rows = [loop.LedgerRow(i, i, f"r{i}@x.org", f"r{i}@x.org", "pending", None, 0)
             for i in range(1, 6)]
     fake = FakeLedger(rows)
     sender = ListSender()
-    report = delivery.deliver(fake, sender, FakeComposer(), "d@x.org", batch=2)
+    report = loop.deliver(fake, sender, FakeComposer(), "d@x.org", batch=2)
     assert report.sent == 5 and report.complete
     assert sender.sent == [r.email for r in rows]
     # each commit records the previous message and claims the next: 5 claims + 1 final record
@@ -514,10 +518,10 @@ def test_ledger_commits_durably_and_restores_the_connection(fresh_db: FreshDB) -
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, READERS)
     with fresh_db.factory() as session, session.begin():
-        store.create_pending_deliveries(session, digest_id, datetime.now(UTC))
-    lock = delivery.DigestLock(fresh_db.factory, digest_id, WEEK)
+        ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
+    lock = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)
     with lock:
-        book = delivery.DbLedger(fresh_db.factory, digest_id, lock, 3)
+        book = ledger_db.DbLedger(fresh_db.factory, digest_id, lock, 3)
         conn = book._conn
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
         conn.commit()
@@ -525,7 +529,7 @@ def test_ledger_commits_durably_and_restores_the_connection(fresh_db: FreshDB) -
         assert book.step(None, (first, "<a@x>")) == ("claimed", False)
         book.durable()
         assert ledger(fresh_db.factory, digest_id)["ann@example.com"] == "sending"
-        book.step(delivery.Outcome(first, "sent"), (second, "<b@x>"))
+        book.step(loop.Outcome(first, "sent"), (second, "<b@x>"))
         book.durable()  # what another connection sees once durable() returned
         states = ledger(fresh_db.factory, digest_id)
         assert (states["ann@example.com"], states["bob@example.com"]) == ("sent", "sending")
@@ -547,7 +551,7 @@ def test_a_failed_ledger_commit_stops_before_the_next_message_is_accepted(
     readers = [f"r{n}@example.com" for n in range(5)]
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, readers)
-    real_commit = store.raw_commit
+    real_commit = ledger_db.raw_commit
     calls = []
 
     def flaky_commit(conn: Any) -> None:
@@ -556,7 +560,7 @@ def test_a_failed_ledger_commit_stops_before_the_next_message_is_accepted(
             raise sqlite3.OperationalError("disk I/O error")
         real_commit(conn)
 
-    monkeypatch.setattr(store, "raw_commit", flaky_commit)
+    monkeypatch.setattr(ledger_db, "raw_commit", flaky_commit)
     with pytest.raises(DeliveryError, match="cannot write the delivery ledger") as failed:
         send(settings, fresh_db)
     assert failed.value.hint and "resumes" in failed.value.hint
@@ -564,6 +568,6 @@ def test_a_failed_ledger_commit_stops_before_the_next_message_is_accepted(
     assert len(smtp_server.messages) == 2
     assert sorted(ledger(fresh_db.factory, digest_id).values()) == ["pending"] * 3 + ["sent"] * 2
 
-    monkeypatch.setattr(store, "raw_commit", real_commit)
+    monkeypatch.setattr(ledger_db, "raw_commit", real_commit)
     assert send(settings, fresh_db).sent == 3
     assert smtp_server.copies_by_recipient() == {r: 1 for r in readers}

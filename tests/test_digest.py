@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db, feeds, pipeline, store
+from bot import db, ingest
 from bot.config import Settings
 from bot.digest import (
     DigestConflictError,
@@ -32,6 +32,8 @@ from bot.digest import (
     trim_summary,
     week_of,
 )
+from bot.ingest import parse as parsing
+from bot.ingest import queries as feed_queries
 from bot.models import Digest, DigestEntry, Entry, Feed
 from bot.render import digest_json, render_digest
 
@@ -43,17 +45,17 @@ AFTER_FIXTURE = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the fixture's weeks
 # --- helpers (also used by the other digest test files) ------------------------------
 
 
-def parsed_fixture() -> tuple[feeds.ParsedEntry, ...]:
-    return feeds.parse(FIXTURE.read_bytes(), str(FIXTURE)).entries
+def parsed_fixture() -> tuple[parsing.ParsedEntry, ...]:
+    return parsing.parse(FIXTURE.read_bytes(), str(FIXTURE)).entries
 
 
 def poll_fixture(settings: Settings, factory: sessionmaker[Session]) -> None:
-    [result] = pipeline.poll_feeds(settings, factory)
+    [result] = ingest.poll_feeds(settings, factory)
     assert result.status == "ok" and result.new == 77, result.summary()
 
 
 def make_feed(session: Session, url: str = "https://feed.example/rss.xml") -> Feed:
-    return store.get_or_create_feed(session, url)
+    return feed_queries.get_or_create_feed(session, url)
 
 
 def add_entry(
@@ -75,13 +77,13 @@ def add_entry(
 
 
 def entries_into_week(
-    session: Session, parsed: Sequence[feeds.ParsedEntry], week: Week, feed: Feed | None = None
+    session: Session, parsed: Sequence[parsing.ParsedEntry], week: Week, feed: Feed | None = None
 ) -> None:
     """Store ``parsed`` entries re-dated across ``week`` (for big synthetic weeks)."""
     feed = feed or make_feed(session)
     for i, item in enumerate(parsed):
         moved = replace(item, published=week.start + timedelta(hours=3 + (i * 157) % 160))
-        store.save_entries(session, feed, [moved], datetime.now(UTC))
+        feed_queries.save_entries(session, feed, [moved], datetime.now(UTC))
 
 
 def freeze(session: Session, week: Week, settings: Settings) -> DigestData:
@@ -304,7 +306,7 @@ def test_an_entry_cannot_be_frozen_into_two_digests(fresh_db, make_settings):
 # --- determinism -----------------------------------------------------------------------
 
 
-def _json_after_inserting(path: Path, order: Sequence[feeds.ParsedEntry], settings: Settings,
+def _json_after_inserting(path: Path, order: Sequence[parsing.ParsedEntry], settings: Settings,
                           week: Week) -> str:
     engine = db.make_engine(f"sqlite:///{path}")
     try:
@@ -313,7 +315,7 @@ def _json_after_inserting(path: Path, order: Sequence[feeds.ParsedEntry], settin
         with db.transaction(factory) as session:
             feed = make_feed(session, str(FIXTURE))
             for item in order:  # one by one, so row ids follow this order
-                store.save_entries(session, feed, [item], datetime.now(UTC))
+                feed_queries.save_entries(session, feed, [item], datetime.now(UTC))
         with factory() as session:
             return json.dumps(digest_json(build_digest(session, week, settings)),
                               ensure_ascii=False, sort_keys=True)

@@ -1,4 +1,4 @@
-"""Tests for bot.papers.extract_papers (paper-name extraction from entry titles)."""
+"""Tests for bot.ingest.papers.extract_papers (paper-name extraction from entry titles)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from bot.papers import extract_papers
+from bot.ingest.papers import extract_papers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "messagedaily-rl.xml"
 

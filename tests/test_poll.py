@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from bot import feeds, pipeline
+from bot import ingest
+from bot.ingest import poll as poll_stage
 from bot.models import Entry, Feed
 
 RSS_ITEM = """<item><title>{title}</title><link>{link}</link><guid>{link}</guid>{date}
@@ -28,7 +29,7 @@ def item(n: int, title: str | None = None, date: str | None = "Mon, 28 Sep 2026 
 
 
 def poll(settings, db, urls):
-    return pipeline.poll_feeds(settings, db.factory, urls)
+    return ingest.poll_feeds(settings, db.factory, urls)
 
 
 def count_entries(db) -> int:
@@ -79,7 +80,7 @@ def test_304_costs_no_parsing_and_no_writes(feed_server, feed_bytes, make_settin
     def no_parse(*args, **kwargs):
         raise AssertionError("a 304 must not be parsed")
 
-    monkeypatch.setattr(feeds, "parse", no_parse)
+    monkeypatch.setattr(poll_stage, "parse", no_parse)
     [result] = poll(settings, fresh_db, None)
     assert result.status == "not-modified"
     path, headers = feed_server.requests[-1]
@@ -95,7 +96,7 @@ def test_unchanged_body_without_validators_is_not_parsed(feed_server, feed_bytes
     url = feed_server.serve("/rl.xml", feed_bytes)
     settings = make_settings(feed_urls=url)
     poll(settings, fresh_db, None)
-    monkeypatch.setattr(feeds, "parse", lambda *a, **k: pytest.fail("same bytes were parsed"))
+    monkeypatch.setattr(poll_stage, "parse", lambda *a, **k: pytest.fail("same bytes were parsed"))
     [result] = poll(settings, fresh_db, None)
     assert result.status == "not-modified"
 

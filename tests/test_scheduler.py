@@ -21,9 +21,9 @@ import pytest
 from conftest import FEED_FIXTURE
 
 from bot import scheduler as sched
-from bot import store
 from bot.config import WEEKDAYS, Settings
 from bot.errors import BotError
+from bot.ingest import queries as feed_queries
 from bot.models import Digest
 from bot.service import Service
 
@@ -38,7 +38,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 class CountingSend:
-    """Stands in for pipeline.send_digest: records each call and how many overlapped."""
+    """Stands in for send.send_digest: records each call and how many overlapped."""
 
     def __init__(self, messages: int = 0, delay: float = 0.0) -> None:
         self.calls: list[str | None] = []
@@ -168,7 +168,7 @@ def test_poll_job_polls_at_start_and_again_on_schedule(make_settings, feed_serve
     assert wait_for(lambda: len(feed_server.requests) == 2)
     assert feed_server.requests[1][1].get("If-None-Match") == '"v1"'
     with fresh_db.factory() as session:
-        [feed] = store.all_feeds(session)
+        [feed] = feed_queries.all_feeds(session)
         assert feed.consecutive_failures == 0 and feed.last_success_at is not None
     assert _entries(fresh_db) == 77
 
@@ -360,7 +360,7 @@ def test_jobs_need_the_context_the_service_sets(make_settings):
 
 def _entries(fresh_db: Any) -> int:
     with fresh_db.factory() as session:
-        return store.count_entries(session)
+        return feed_queries.count_entries(session)
 
 
 # --- with the real send_digest and a real SMTP server ------------------------------------
@@ -368,7 +368,7 @@ def _entries(fresh_db: Any) -> int:
 def test_a_send_locked_by_an_admin_run_is_logged_not_crashed(make_settings, fresh_db, smtp_server, caplog):
     from smtp import add_subscribers, ledger, make_digest
 
-    from bot.delivery import DigestLock
+    from bot.send.lock import DigestLock
 
     caplog.set_level(logging.INFO, logger="bot")
     digest_id = make_digest(fresh_db.factory, "2026-W40")

@@ -18,8 +18,9 @@ from click.testing import CliRunner, Result
 from conftest import FEED_FIXTURE, FreshDB
 from smtp import SmtpServer, add_subscribers, ledger, make_digest
 
-from bot import store
+from bot import subscribers
 from bot.cli import cli
+from bot.digest import queries as digest_queries
 from bot.models import Digest
 
 WEEK = "2026-W40"  # the newest complete week of the fixture feed
@@ -48,7 +49,7 @@ def outbox(tmp_path: Path) -> list[Path]:
 
 def statuses(fresh_db: FreshDB) -> dict[str, str]:
     with fresh_db.factory() as session:
-        return {s.email: s.status for s in store.list_subscribers(session)}
+        return {s.email: s.status for s in subscribers.list_subscribers(session)}
 
 
 # --- subscribers ----------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def test_send_dry_run_builds_but_sends_and_freezes_nothing(
     assert "to 2 recipient(s)" in result.output and "nothing was sent" in result.output
     assert outbox(tmp_path) == []
     with fresh_db.factory() as session:
-        assert store.digest_for_week(session, WEEK) is None
+        assert digest_queries.digest_for_week(session, WEEK) is None
 
 
 def test_send_to_one_address_is_a_test(env: dict[str, str], fresh_db: FreshDB,
@@ -163,7 +164,7 @@ def test_send_to_one_address_is_a_test(env: dict[str, str], fresh_db: FreshDB,
     msg = email.message_from_bytes(mail.read_bytes(), policy=policy.default)
     assert msg["To"] == "editor@example.org" and msg["Subject"].startswith("[TEST] ")
     with fresh_db.factory() as session:
-        assert store.digest_for_week(session, WEEK) is None  # not frozen, no ledger
+        assert digest_queries.digest_for_week(session, WEEK) is None  # not frozen, no ledger
     assert run(env, "send", "--to", "not an address").exit_code == 1
 
 
@@ -178,7 +179,7 @@ def test_send_then_already_sent(env: dict[str, str], fresh_db: FreshDB, tmp_path
     assert second.exit_code == 0 and "was sent already" in second.output
     assert len(outbox(tmp_path)) == 2
     with fresh_db.factory() as session:
-        digest = store.digest_for_week(session, WEEK)
+        digest = digest_queries.digest_for_week(session, WEEK)
         assert digest is not None and digest.status == "sent"
 
 

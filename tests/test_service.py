@@ -24,9 +24,11 @@ import pytest
 from conftest import FEED_FIXTURE
 from smtp import add_subscribers, ledger
 
-from bot import pipeline, store
+from bot import ingest
 from bot import scheduler as sched
 from bot.config import WEEKDAYS
+from bot.digest import queries as digest_queries
+from bot.ingest import queries as feed_queries
 from bot.service import Service, create_web_app
 
 EXE = shutil.which("digestbot", path=str(Path(sys.executable).parent)) or "digestbot"
@@ -110,7 +112,7 @@ def test_run_answers_healthz_and_stops_cleanly(tmp_path, fresh_db, sig):
     assert "Traceback" not in err
     assert "scheduler stopped" in err and "digestbot stopped" in err
     # one log line per poll, naming the feed
-    [poll_line] = [line for line in err.splitlines() if "bot.pipeline: poll" in line]
+    [poll_line] = [line for line in err.splitlines() if "bot.ingest.poll: poll" in line]
     assert "INFO" in poll_line and str(FEED_FIXTURE) in poll_line and "77 new" in poll_line
     # the jobs are in the job store of the same database, for the next start
     stored = sched.stored_next_run_times(fresh_db.engine)
@@ -172,7 +174,7 @@ def test_healthz_fails_when_the_scheduler_is_not_running(make_settings, fresh_db
 
 def _entries(fresh_db: Any) -> int:
     with fresh_db.factory() as session:
-        return store.count_entries(session)
+        return feed_queries.count_entries(session)
 
 
 def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
@@ -187,7 +189,7 @@ def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
                 "timezone": "Asia/Shanghai"}
     smtp = {k: str(v) for k, v in smtp_server.settings_env().items()}
     settings = make_settings(**schedule, **smtp)
-    pipeline.poll_feeds(settings, fresh_db.factory)
+    ingest.poll_feeds(settings, fresh_db.factory)
     previous = Service(settings, fresh_db.engine, fresh_db.factory)
     previous.start()
     previous.stop()
@@ -217,7 +219,7 @@ def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
     assert proc.returncode == -signal.SIGKILL
     smtp_server.delay = 0
     with fresh_db.factory() as session:
-        digest = store.latest_digest(session)
+        digest = digest_queries.latest_digest(session)
         assert digest is not None and digest.status == "sending"
         week = digest.week
         digest_id = digest.id
@@ -242,9 +244,9 @@ def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
     assert proc.returncode == 0, err2
     assert smtp_server.copies_by_recipient() == {a: 1 for a in addresses}
     with fresh_db.factory() as session:
-        done = store.digest_for_week(session, week)
+        done = digest_queries.digest_for_week(session, week)
         assert done is not None and done.status == "sent" and done.sent_at is not None
-        assert store.weeks_being_sent(session) == []
+        assert digest_queries.weeks_being_sent(session) == []
     assert f"send {week}: resuming an interrupted send" in err2
     assert f"send {week}: " in err2 and "(done)" in err2
     assert "Traceback" not in err2

@@ -10,9 +10,10 @@ from zoneinfo import ZoneInfo
 from click.testing import CliRunner
 from conftest import FEED_FIXTURE
 
-from bot import pipeline, status, store
+from bot import ingest, status
 from bot import scheduler as sched
 from bot.cli import cli
+from bot.ingest import queries as feed_queries
 from bot.models import Delivery, Digest, Subscriber
 from bot.service import Service
 
@@ -99,7 +100,7 @@ def test_a_missed_send_is_reported(make_settings, fresh_db):
 
 def test_status_command(make_settings, fresh_db):
     settings = make_settings()
-    pipeline.poll_feeds(settings, fresh_db.factory)
+    ingest.poll_feeds(settings, fresh_db.factory)
     env = {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(FEED_FIXTURE)}
     result = CliRunner().invoke(cli, ["status", "--format", "json"], env=env)
     assert result.exit_code == 0, result.output
@@ -120,7 +121,7 @@ def test_status_on_an_unmigrated_database(tmp_path):
 
 def _failures(fresh_db, url: str) -> int:
     with fresh_db.factory() as session:
-        feed = store.feed_by_url(session, url)
+        feed = feed_queries.feed_by_url(session, url)
         return feed.consecutive_failures if feed else 0
 
 

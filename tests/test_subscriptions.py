@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FreshDB
 
-from bot import store, subscriptions
+from bot import subscribers, subscriptions
 from bot.config import Settings
 from bot.mailer import OutboxSender
 from bot.models import Subscriber
@@ -41,7 +41,7 @@ def test_malformed_addresses_are_refused(bad: str) -> None:
 
 def get(fresh_db: FreshDB, address: str) -> Subscriber:
     with fresh_db.factory() as session:
-        sub = store.subscriber_by_key(session, address.lower())
+        sub = subscribers.subscriber_by_key(session, address.lower())
         assert sub is not None
         return sub
 
@@ -55,7 +55,7 @@ def test_request_creates_pending_once_case_insensitively(fresh_db: FreshDB) -> N
     assert again.subscriber.id == first.subscriber.id
     assert again.subscriber.token_nonce == first.subscriber.token_nonce  # old link still works
     with fresh_db.factory() as session:
-        assert store.subscriber_counts(session) == {"pending": 1}
+        assert subscribers.subscriber_counts(session) == {"pending": 1}
     sub = get(fresh_db, "reader@example.com")
     assert sub.email == "Reader@example.com" and sub.email_key == "reader@example.com"
     assert sub.created_at == NOW
@@ -129,7 +129,7 @@ def test_remove_deletes_the_row(fresh_db: FreshDB) -> None:
         assert subscriptions.remove(session, "A@example.com") is True
         assert subscriptions.remove(session, "A@example.com") is False
     with fresh_db.factory() as session:
-        assert store.subscriber_counts(session) == {}
+        assert subscribers.subscriber_counts(session) == {}
 
 
 def test_confirmation_mail_carries_a_working_single_use_link(
@@ -171,7 +171,7 @@ def test_read_csv_without_header_uses_first_column() -> None:
 def test_export_rows(fresh_db: FreshDB) -> None:
     subscriptions.subscribe(fresh_db.factory, "a@example.com", confirmed=True, now=NOW)
     with fresh_db.factory() as session:
-        rows = list(subscriptions.export_rows(store.iter_subscribers(session, batch=1)))
+        rows = list(subscriptions.export_rows(subscribers.iter_subscribers(session, batch=1)))
     assert rows[0][:4] == ["email", "status", "created_at", "confirmed_at"]
     assert rows[1][:4] == ["a@example.com", "confirmed", "2026-10-05T09:00:00+00:00",
                            "2026-10-05T09:00:00+00:00"]

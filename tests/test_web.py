@@ -17,7 +17,7 @@ from smtp import SmtpServer, add_subscribers, free_port, make_digest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import sessionmaker
 
-from bot import pipeline, store
+from bot import send, subscribers
 from bot.config import Settings
 from bot.models import Subscriber
 from bot.tokens import Tokens
@@ -71,7 +71,7 @@ def web(settings: Settings, fresh_db: FreshDB, port: int) -> Iterator[httpx.Clie
 
 def status_of(fresh_db: FreshDB, address: str) -> str | None:
     with fresh_db.factory() as session:
-        sub = store.subscriber_by_key(session, address)
+        sub = subscribers.subscriber_by_key(session, address)
         return sub.status if sub else None
 
 
@@ -108,7 +108,7 @@ def test_subscribe_confirm_send_unsubscribe(
     assert web.get(link).status_code == 400
 
     make_digest(fresh_db.factory, "2026-W40")
-    assert pipeline.send_digest(settings, fresh_db.factory, "2026-W40").sent == 1
+    assert send.send_digest(settings, fresh_db.factory, "2026-W40").sent == 1
     digest = smtp_server.wait_for(2)[1].message
     assert digest["To"] == "Reader@example.com"
     [unsubscribe] = UNSUB_LINK.findall(digest["List-Unsubscribe"])
@@ -125,7 +125,7 @@ def test_subscribe_confirm_send_unsubscribe(
 
     add_subscribers(fresh_db.factory, ["other@example.com"])
     make_digest(fresh_db.factory, "2026-W41")
-    report = pipeline.send_digest(settings, fresh_db.factory, "2026-W41")
+    report = send.send_digest(settings, fresh_db.factory, "2026-W41")
     assert report.sent == 1
     assert smtp_server.copies_by_recipient() == {"reader@example.com": 2,  # confirm + W40
                                                  "other@example.com": 1}
@@ -166,7 +166,7 @@ def test_malformed_address(web: httpx.Client, fresh_db: FreshDB, address: str) -
     assert answer.status_code == 400 and "邮箱地址看起来不对" in answer.text
     no_traceback(answer)
     with fresh_db.factory() as session:
-        assert store.subscriber_counts(session) == {}
+        assert subscribers.subscriber_counts(session) == {}
 
 
 def test_missing_field_and_bad_multipart(web: httpx.Client) -> None:
@@ -223,7 +223,7 @@ def test_oversized_bodies(web: httpx.Client, fresh_db: FreshDB) -> None:
     assert streamed.status_code == 413
     no_traceback(streamed)
     with fresh_db.factory() as session:
-        assert store.subscriber_counts(session) == {}
+        assert subscribers.subscriber_counts(session) == {}
 
 
 def test_rate_limit_per_ip(settings: Settings, fresh_db: FreshDB, port: int) -> None:
@@ -235,7 +235,7 @@ def test_rate_limit_per_ip(settings: Settings, fresh_db: FreshDB, port: int) -> 
         limited = client.post("/subscribe", data={"email": "z@example.com"})
         assert "请稍后再试" in limited.text
     with fresh_db.factory() as session:
-        assert store.subscriber_counts(session) == {"pending": 5}
+        assert subscribers.subscriber_counts(session) == {"pending": 5}
 
 
 def test_rate_limit_per_address(settings: Settings, fresh_db: FreshDB, port: int,

@@ -1,22 +1,11 @@
-"""Email messages and the transports that hand them over.
+"""Handing messages over: the Sender interface, SMTP and the outbox folder.
 
-Building
-    ``DigestMessage`` builds one digest's message once, with
-    ``email.message.EmailMessage`` and ``policy.SMTP`` (CRLF, RFC 2047 encoded
-    subject and display names), then cuts the bytes at the places that differ
-    per recipient. ``render()`` only splices: the personal headers (To, Date,
-    Message-ID, List-Unsubscribe) and the two bodies with the recipient's
-    unsubscribe link put in place of ``UNSUBSCRIBE_PLACEHOLDER``, base64
-    encoded. No per-recipient value can add a header: subjects are squashed
-    to one line and per-recipient values are checked to be plain one-line ASCII.
-
-Sending
     A ``Sender`` takes (envelope sender, recipient, message bytes). It raises
     ``PermanentFailure`` for a 5xx about this recipient, ``TemporaryFailure``
     for a 4xx or a dropped/refused connection (``connection=True``), and
     ``DeliveryError`` for problems no retry can fix (login refused, TLS
     certificate not trusted, our sender address refused). Retrying is the
-    caller's business (``bot.delivery``).
+    caller's business (``bot.send``).
 
     ``SmtpSender`` keeps one connection open across messages and opens a new
     one after it drops. ``OutboxSender`` writes ``.eml`` files to a folder
@@ -26,7 +15,6 @@ Sending
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import re
@@ -34,171 +22,14 @@ import smtplib
 import socket
 import ssl
 import tempfile
-import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
-from email import policy
-from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid, parseaddr
 from pathlib import Path
 from typing import Protocol
 
 from bot.config import Settings
 from bot.errors import DeliveryError
+from bot.mailer.message import one_line
 
-UNSUBSCRIBE_PLACEHOLDER = "__DIGESTBOT_UNSUBSCRIBE_URL__"  # same string as bot.render's
-ONE_CLICK = "List-Unsubscribe=One-Click"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
-_TEXT_MARK = "DIGESTBOTTEXTBODYMARKER"
-_HTML_MARK = "DIGESTBOTHTMLBODYMARKER"
-
-
-# --- addresses and headers -----------------------------------------------------------
-
-def one_line(text: str) -> str:
-    """Squash CR, LF and other control characters to single spaces: a header
-    value built from feed text can never start a new header."""
-    return " ".join(_CONTROL.sub(" ", text).split())
-
-
-def envelope_address(from_addr: str) -> str:
-    """The bare address of a From value: ``digestbot <digest@x.org>`` -> ``digest@x.org``."""
-    address = parseaddr(from_addr)[1]
-    if "@" not in address:
-        raise DeliveryError(f"DIGESTBOT_FROM_ADDR: {from_addr!r} has no email address",
-                            hint="use a value like 'Weekly digest <digest@example.org>'")
-    return address
-
-
-def sender_domain(from_addr: str) -> str:
-    return envelope_address(from_addr).rsplit("@", 1)[1].lower()
-
-
-def new_message_id(domain: str) -> str:
-    return make_msgid(idstring="digest", domain=domain)
-
-
-def _ascii_line(value: str, what: str) -> str:
-    if not value.isascii() or _CONTROL.search(value):
-        raise ValueError(f"{what} must be one line of ASCII: {value!r}")
-    return value
-
-
-def _b64_lines(data: bytes) -> bytes:
-    """Base64 in 76-character lines joined by CRLF (no trailing line break)."""
-    encoded = base64.b64encode(data)
-    return b"\r\n".join([encoded[i:i + 76] for i in range(0, len(encoded), 76)])
-
-
-def _crlf(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
-
-
-_LINE_BYTES = 57  # one 76-character base64 line
-_date_cache: tuple[int, str] = (0, "")
-
-
-def _date_now() -> str:
-    """The Date header value for now, formatted once per second."""
-    global _date_cache
-    second = int(time.time())
-    if _date_cache[0] != second:
-        _date_cache = (second, format_datetime(datetime.fromtimestamp(second, UTC)))
-    return _date_cache[1]
-
-
-class _Body:
-    """One body part, base64-encoded per recipient at the cost of its tail only.
-
-    Everything before the first personal link is encoded once, up to a whole
-    number of base64 lines; per recipient only the rest is encoded, with the
-    link put in (it sits in the footer, so that is a few hundred bytes).
-    """
-
-    def __init__(self, text: str) -> None:
-        data = _crlf(text).encode("utf-8")
-        pieces = data.split(UNSUBSCRIBE_PLACEHOLDER.encode("ascii"))
-        cut = len(pieces[0]) // _LINE_BYTES * _LINE_BYTES if len(pieces) > 1 else 0
-        head = _b64_lines(pieces[0][:cut])
-        self._head = head + b"\r\n" if head else b""
-        self._rest = [pieces[0][cut:], *pieces[1:]]
-
-    def encode(self, link: bytes) -> bytes:
-        return self._head + _b64_lines(link.join(self._rest))
-
-
-class DigestMessage:
-    """One digest's email, built once and personalised per recipient by splicing."""
-
-    def __init__(self, settings: Settings, subject: str, html: str, text: str) -> None:
-        self.envelope_from = envelope_address(settings.from_addr)
-        self.domain = sender_domain(settings.from_addr)
-        self.mailto = f"mailto:{self.envelope_from}?subject=unsubscribe"
-        self.subject = one_line(subject)
-        msg = EmailMessage(policy=policy.SMTP)
-        msg["From"] = one_line(settings.from_addr)
-        if settings.reply_to:
-            msg["Reply-To"] = one_line(settings.reply_to)
-        msg["Subject"] = self.subject
-        msg["List-Id"] = f"<digest.{self.domain}>"
-        msg["List-Unsubscribe-Post"] = ONE_CLICK
-        msg["MIME-Version"] = "1.0"
-        msg["Content-Type"] = "multipart/alternative"
-        for subtype, mark in (("plain", _TEXT_MARK), ("html", _HTML_MARK)):
-            part = EmailMessage(policy=policy.SMTP)
-            part["Content-Type"] = f'text/{subtype}; charset="utf-8"'
-            part["Content-Transfer-Encoding"] = "base64"
-            part.set_payload(mark)
-            msg.attach(part)
-        raw = msg.as_bytes(policy=policy.SMTP)
-        head, rest = raw.split(_TEXT_MARK.encode(), 1)
-        middle, tail = rest.split(_HTML_MARK.encode(), 1)
-        self._head, self._middle, self._tail = head, middle, tail
-        self._text = _Body(text)  # canonical CRLF form, encoded once up to the link
-        self._html = _Body(html)
-
-    def list_unsubscribe(self, url: str) -> str:
-        return f"<{url}>, <{self.mailto}>"
-
-    def render(self, to: str, message_id: str, unsubscribe_url: str,
-               date: datetime | None = None) -> bytes:
-        """The complete message for one recipient, CRLF line endings."""
-        _ascii_line(to, "recipient address")
-        _ascii_line(message_id, "Message-ID")
-        _ascii_line(unsubscribe_url, "unsubscribe URL")
-        personal = (
-            f"To: {to}\r\n"
-            f"Date: {format_datetime(date) if date else _date_now()}\r\n"
-            f"Message-ID: {message_id}\r\n"
-            f"List-Unsubscribe: <{unsubscribe_url}>,\r\n <{self.mailto}>\r\n"
-        ).encode("ascii")
-        link = unsubscribe_url.encode("ascii")
-        return b"".join((personal, self._head, self._text.encode(link), self._middle,
-                         self._html.encode(link), self._tail))
-
-
-def simple_message(
-    settings: Settings, to: str, subject: str, text: str, html: str | None = None,
-    message_id: str | None = None,
-) -> tuple[str, bytes]:
-    """A one-off message (confirmation mail): (Message-ID, bytes)."""
-    msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = one_line(settings.from_addr)
-    msg["To"] = _ascii_line(to, "recipient address")
-    if settings.reply_to:
-        msg["Reply-To"] = one_line(settings.reply_to)
-    msg["Subject"] = one_line(subject)
-    msg["Date"] = format_datetime(datetime.now(UTC))
-    message_id = message_id or make_msgid(domain=sender_domain(settings.from_addr))
-    msg["Message-ID"] = message_id
-    msg["Auto-Submitted"] = "auto-generated"
-    msg.set_content(text)
-    if html is not None:
-        msg.add_alternative(html, subtype="html")
-    return message_id, msg.as_bytes(policy=policy.SMTP)
-
-
-# --- transports ------------------------------------------------------------------------
 
 class SendFailure(Exception):
     """A message was not accepted."""

@@ -1,0 +1,76 @@
+"""What every command shares: the lazily built App (settings, engine,
+sessions), the consoles, and turning a BotError into a message and exit 1."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import cached_property, wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot import db, logs
+from bot.config import Settings, load_settings
+from bot.errors import BotError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+
+class App:
+    """What every command needs, built lazily so `--help` works without a database."""
+
+    def __init__(self, config_file: str | None, verbose: bool = False) -> None:
+        self.config_file = config_file
+        # commands print their own report; log lines are for `run` and -v
+        self.verbose = verbose
+
+    @cached_property
+    def settings(self) -> Settings:
+        settings = load_settings(config_file=self.config_file)
+        logs.configure(settings.log_level if self.verbose else "WARNING")
+        return settings
+
+    @cached_property
+    def engine(self) -> Engine:
+        return db.make_engine(self.settings.database_url)
+
+    @cached_property
+    def factory(self) -> sessionmaker[Session]:
+        """Sessions on a database known to be at the newest migration."""
+        db.check_current(self.engine)
+        return db.session_factory(self.engine)
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def listen_options(func: F) -> F:
+    """--host and --port, for the commands that serve the web app."""
+    func = click.option("--port", type=click.IntRange(1, 65535),
+                        help="Port (default: DIGESTBOT_PORT, 8000).")(func)
+    return click.option("--host", help="Address to listen on (default: DIGESTBOT_HOST, 127.0.0.1).")(func)
+
+
+def reports_errors(func: F) -> F:
+    """Print a BotError as a message with its hint, exit 1, no traceback."""
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BotError as exc:
+            err_console.print(f"[bold red]error:[/] {exc.message}")
+            if exc.hint:
+                err_console.print(f"  [dim]hint:[/] {exc.hint}")
+            sys.exit(1)
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,118 @@
+"""`digestbot preview` and `digestbot send`: a week's digest, shown or mailed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bot import digest, render, send
+from bot.cli.app import App, console, err_console, pass_app, reports_errors
+
+
+@click.command()
+@click.option("--week", "week_text", metavar="YYYY-Www",
+              help="ISO week such as 2026-W40 (default: the latest complete week with entries).")
+@click.option("--format", "fmt", type=click.Choice(["html", "text", "json"]), default="html",
+              show_default=True, help="The email's HTML or text part, or the digest as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Write here (default: HTML to <var>/preview-<week>.html, text and JSON to stdout).")
+@click.option("--open", "open_it", is_flag=True, help="Open the HTML in a web browser.")
+@pass_app
+@reports_errors
+def preview(app: App, week_text: str | None, fmt: str, out: str | None, open_it: bool) -> None:
+    """Render a week's digest as it would be emailed, without sending anything."""
+    if open_it and fmt != "html":
+        raise click.UsageError("--open needs --format html")
+    settings = app.settings
+    with app.factory() as session:
+        week = (digest.parse_week(week_text, settings.timezone) if week_text
+                else digest.latest_complete_week(session, settings))
+        if week is None:
+            err_console.print("no complete week with entries yet: run `digestbot poll` first")
+            return
+        data = digest.build_digest(session, week, settings)
+    if data.is_empty and not settings.send_empty:
+        err_console.print(f"{week.label} has no entries, so no digest would be sent "
+                          "(set DIGESTBOT_SEND_EMPTY=true to send one anyway)", markup=False)
+        return
+    if fmt == "json":
+        body = json.dumps(render.digest_json(data), ensure_ascii=False, indent=2) + "\n"
+    else:
+        rendered = render.render_digest(data, settings)
+        body = rendered.html if fmt == "html" else rendered.text
+    if out is None and fmt != "html":
+        click.echo(body, nl=False)
+        return
+    path = Path(out) if out else settings.var_dir / f"preview-{week.label}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+    console.print(str(path), markup=False)
+    if open_it:
+        webbrowser.open(path.resolve().as_uri())
+
+
+@click.command("send")
+@click.option("--week", metavar="YYYY-Www", help="ISO week (default: the latest complete week).")
+@click.option("--dry-run", is_flag=True, help="Send nothing; say what would be sent to whom.")
+@click.option("--to", "to", metavar="ADDRESS",
+              help="Send one test copy ([TEST] subject) to ADDRESS only; nothing is recorded.")
+@click.option("--resend", is_flag=True,
+              help="Send an already sent week again, to every confirmed subscriber.")
+@pass_app
+@reports_errors
+def send_command(app: App, week: str | None, dry_run: bool, to: str | None, resend: bool) -> None:
+    """Freeze a week's digest and send it to every confirmed subscriber.
+
+    Safe to run again at any time: an interrupted send resumes where it stopped
+    and nobody gets a second copy (see README, "Subscribers and delivery")."""
+    import signal
+    import threading
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    if to and resend:
+        raise click.UsageError("--to sends a test copy; it cannot be combined with --resend")
+    stop = threading.Event()
+    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=console, transient=False)
+    task: list[Any] = []
+
+    def on_progress(report: Any) -> None:
+        if not task:
+            bar.start()
+            task.append(bar.add_task("sending", total=report.total))
+        bar.update(task[0], total=report.total, completed=report.done)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        err_console.print("stopping after the message in flight (press Ctrl-C again to stop now)")
+
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, on_signal)
+    try:
+        report = send.send_digest(app.settings, app.factory, week, dry_run=dry_run, to=to,
+                                      resend=resend, progress=on_progress, stop=stop)
+    finally:
+        if task:
+            bar.stop()
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
+    console.print(report.summary(), markup=False)
+    if report.outcome in ("sent", "incomplete"):
+        console.print(f"subject: {report.subject}\ntransport: {report.transport}", markup=False)
+    for address, error in report.errors:
+        err_console.print(f"  failed: {address}: {error}", markup=False, highlight=False)
+    for other in report.other_unfinished:
+        err_console.print(f"note: the send of {other} is unfinished; "
+                          f"run `digestbot send --week {other}` to finish it", markup=False)
+    if report.outcome == "incomplete":
+        sys.exit(130 if stop.is_set() else 1)

@@ -1,0 +1,181 @@
+"""`digestbot subscribers`: add, list, remove, import, export."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bot import subscribers
+from bot.cli.app import App, console, err_console, pass_app, reports_errors
+
+
+@click.group("subscribers")
+def subscribers_group() -> None:
+    """Add, list, remove, import and export subscribers."""
+
+
+class _Adder:
+    """Adds addresses one by one, sending confirmation mails over one connection."""
+
+    def __init__(self, app: App, confirmed: bool) -> None:
+        self.app, self.confirmed = app, confirmed
+        self.counts: dict[str, int] = {}
+        self._sender: Any = None
+        self._tokens: Any = None
+
+    def add(self, address: str) -> str:
+        from bot import mailer, subscriptions
+        from bot.tokens import Tokens
+
+        change = subscriptions.subscribe(self.app.factory, address, confirmed=self.confirmed)
+        status = change.subscriber.status
+        if change.confirm_mail:
+            if self._sender is None:
+                self._sender = mailer.make_sender(self.app.settings)
+                self._tokens = Tokens.from_settings(self.app.settings)
+            try:
+                subscriptions.send_confirmation(self.app.settings, self._tokens, self._sender,
+                                                change.subscriber)
+                note = "pending, confirmation mail sent"
+            except mailer.SendFailure as exc:
+                note = f"pending, but the confirmation mail failed: {exc}"
+        else:
+            note = {"created": "added, confirmed", "confirmed": "confirmed",
+                    "already": f"already {status}",
+                    "kept": f"left {status}: they opted out (remove, then add, to override)",
+                    }.get(change.action, status)
+        key = note.split(",")[0].split(":")[0]
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return note
+
+    def close(self) -> None:
+        if self._sender is not None:
+            self._sender.close()
+
+
+@subscribers_group.command("add")
+@click.argument("addresses", nargs=-1, required=True)
+@click.option("--confirmed", is_flag=True,
+              help="Add as confirmed, no confirmation mail (you vouch for their consent).")
+@pass_app
+@reports_errors
+def subscribers_add(app: App, addresses: tuple[str, ...], confirmed: bool) -> None:
+    """Add ADDRESSES; without --confirmed each gets a confirmation mail, like the web form.
+    Adding an address that is already there changes nothing and is not an error."""
+    from bot import subscriptions
+
+    adder = _Adder(app, confirmed)
+    bad = 0
+    try:
+        for text in addresses:
+            try:
+                address = subscriptions.normalize_address(text)
+            except subscriptions.AddressError as exc:
+                err_console.print(f"[red]error:[/] {exc.message}", markup=True, highlight=False)
+                bad += 1
+                continue
+            console.print(f"{address}: {adder.add(address)}", markup=False)
+    finally:
+        adder.close()
+    if bad:
+        sys.exit(1)
+
+
+@subscribers_group.command("list")
+@click.option("--status", type=click.Choice(["pending", "confirmed", "unsubscribed", "bounced"]),
+              help="Only subscribers in this state.")
+@pass_app
+@reports_errors
+def subscribers_list(app: App, status: str | None) -> None:
+    """Show subscribers with their state and dates (UTC)."""
+    from rich.table import Column
+
+    with app.factory() as session:
+        rows = subscribers.list_subscribers(session, status)
+        counts = subscribers.subscriber_counts(session)
+    table = Table("status", "subscribed", "confirmed", "left", "fails")
+    table.columns.insert(0, Column("email", no_wrap=True))
+    for sub in rows:
+        left = sub.unsubscribed_at if sub.status == "unsubscribed" else sub.bounced_at
+        table.add_row(sub.email, sub.status, _day(sub.created_at), _day(sub.confirmed_at),
+                      _day(left) if sub.status in ("unsubscribed", "bounced") else "",
+                      str(sub.hard_failures or ""))
+    if rows:
+        console.print(table)
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in
+                        ("confirmed", "pending", "unsubscribed", "bounced"))
+    console.print(f"{len(rows)} shown; {summary}" if rows or counts else "no subscribers yet")
+
+
+def _day(moment: Any) -> str:
+    return moment.strftime("%Y-%m-%d") if moment else ""
+
+
+@subscribers_group.command("remove")
+@click.argument("addresses", nargs=-1, required=True)
+@pass_app
+@reports_errors
+def subscribers_remove(app: App, addresses: tuple[str, ...]) -> None:
+    """Delete ADDRESSES and their delivery records (unsubscribing keeps the record)."""
+    from bot import subscriptions
+    from bot.db import transaction
+
+    bad = 0
+    for text in addresses:
+        try:
+            address = subscriptions.normalize_address(text)
+        except subscriptions.AddressError as exc:
+            err_console.print(f"[red]error:[/] {exc.message}", highlight=False)
+            bad += 1
+            continue
+        with transaction(app.factory) as session:
+            removed = subscriptions.remove(session, address)
+        console.print(f"{address}: {'removed' if removed else 'not a subscriber'}", markup=False)
+    if bad:
+        sys.exit(1)
+
+
+@subscribers_group.command("import")
+@click.argument("file", type=click.File("r", encoding="utf-8-sig"))
+@click.option("--confirmed", is_flag=True,
+              help="Add as confirmed, no confirmation mails (you vouch for their consent).")
+@pass_app
+@reports_errors
+def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
+    """Add the addresses in a CSV FILE: its `email` column, else its first column.
+    Bad rows are reported with their line numbers; the good ones are added."""
+    from bot import subscriptions
+
+    adder = _Adder(app, confirmed)
+    bad = 0
+    try:
+        for row in subscriptions.read_csv(file.read()):
+            if row.address is None:
+                err_console.print(f"line {row.line}: {row.error}", markup=False, highlight=False)
+                bad += 1
+                continue
+            note = adder.add(row.address)
+            if "failed" in note or note.startswith("left"):
+                err_console.print(f"line {row.line}: {row.address}: {note}", markup=False)
+    finally:
+        adder.close()
+    done = ", ".join(f"{n} {what}" for what, n in sorted(adder.counts.items())) or "nothing added"
+    console.print(f"{done}; {bad} bad row(s) skipped", markup=False)
+
+
+@subscribers_group.command("export")
+@pass_app
+@reports_errors
+def subscribers_export(app: App) -> None:
+    """Write every subscriber as CSV to stdout (email, status, dates, hard_failures)."""
+    import csv
+
+    from bot import subscriptions
+
+    writer = csv.writer(click.get_text_stream("stdout"), lineterminator="\n")
+    with app.factory() as session:
+        for fields in subscriptions.export_rows(subscribers.iter_subscribers(session)):
+            writer.writerow(fields)

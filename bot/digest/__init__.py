@@ -1,0 +1,40 @@
+"""Which entries make up a week's digest, grouped into themes.
+
+A week is an ISO week (Monday to Sunday) in ``settings.timezone``, labelled
+``2026-W40``. An entry belongs to the week containing its publication time.
+The database decides the rest, so every run (preview, scheduler, admin resend)
+sees the same digest:
+
+- A week whose digest is frozen (a ``Digest`` row exists: its send started)
+  holds exactly the entries recorded in ``DigestEntry``; a resend or a resumed
+  send shows the same digest.
+- An unfrozen week holds the entries published in it that no frozen digest
+  holds, plus *late* entries: published in an earlier week whose digest was
+  already frozen when they turned up. They go into the next digest that is
+  frozen, marked as late additions, so none is silently skipped.
+- ``DigestEntry.entry_id`` is unique, so no entry is ever in two frozen digests.
+
+This module only selects and shapes data; ``bot.render`` turns it into email.
+
+Modules: ``week`` (ISO weeks), ``build`` (choose and group a week's entries),
+``text`` (titles, summaries, links), ``freeze`` (record a digest as its send
+starts), ``queries`` (the digest tables).
+"""
+
+from bot.digest.build import (
+    DigestData,
+    DigestEntryView,
+    ThemeView,
+    assemble,
+    build_digest,
+    latest_complete_week,
+)
+from bot.digest.freeze import DigestConflictError, freeze_digest
+from bot.digest.text import clean_line, safe_link, trim_summary
+from bot.digest.week import DEFAULT_TIMEZONE, Week, WeekError, iso_weeks_in, parse_week, week_of
+
+__all__ = [
+    "DEFAULT_TIMEZONE", "DigestConflictError", "DigestData", "DigestEntryView", "ThemeView", "Week",
+    "WeekError", "assemble", "build_digest", "clean_line", "freeze_digest", "iso_weeks_in",
+    "latest_complete_week", "parse_week", "safe_link", "trim_summary", "week_of",
+]

@@ -1,0 +1,330 @@
+"""The delivery ledger: one ``Delivery`` row per (digest, subscriber), its
+queries, and ``DbLedger``, the ``Ledger`` the send loop works through.
+
+The hot path (claim, finish) uses Core statements on the tables: no ORM
+objects, no identity map, one small UPDATE each.
+"""
+
+from __future__ import annotations
+
+import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import cast
+
+from sqlalchemy import Connection, Engine, Integer, String, Table, bindparam, func, insert, literal, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot.digest.queries import mark_digest_sent
+from bot.errors import DeliveryError
+from bot.models import Delivery, Subscriber, UTCDateTime
+from bot.send.lock import DigestLock
+from bot.send.loop import LedgerRow, Outcome
+from bot.send.prepared import _Prepared, raw_commit, rowcount
+
+_DELIVERIES = cast(Table, Delivery.__table__)
+_SUBSCRIBERS = cast(Table, Subscriber.__table__)
+UNFINISHED = ("pending", "sending")
+
+
+def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -> int:
+    """One 'pending' row per confirmed subscriber who has none for this digest,
+    in a single INSERT ... SELECT; returns how many were added."""
+    has_row = (
+        select(_DELIVERIES.c.id)
+        .where(_DELIVERIES.c.digest_id == digest_id,
+               _DELIVERIES.c.subscriber_id == _SUBSCRIBERS.c.id)
+        .exists()
+    )
+    source = select(
+        literal(digest_id, Integer), _SUBSCRIBERS.c.id, literal("pending", String),
+        literal(0, Integer), literal(now, UTCDateTime()),
+    ).where(_SUBSCRIBERS.c.status == "confirmed", ~has_row)
+    result = session.execute(
+        insert(_DELIVERIES).from_select(
+            ["digest_id", "subscriber_id", "status", "attempts", "updated_at"], source)
+    )
+    return rowcount(result)
+
+
+def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
+    """For a deliberate resend: every confirmed subscriber's row back to 'pending',
+    with a fresh Message-ID to come (it is a new message, not a retry)."""
+    confirmed = (
+        select(_SUBSCRIBERS.c.id)
+        .where(_SUBSCRIBERS.c.id == _DELIVERIES.c.subscriber_id,
+               _SUBSCRIBERS.c.status == "confirmed")
+        .exists()
+    )
+    result = session.execute(
+        update(_DELIVERIES)
+        .where(_DELIVERIES.c.digest_id == digest_id, confirmed)
+        .values(status="pending", message_id=None, last_error=None, sent_at=None,
+                updated_at=now)
+    )
+    return rowcount(result)
+
+
+def unfinished_deliveries(
+    db: Session | Connection, digest_id: int, after_id: int = 0, limit: int = 500
+) -> list[LedgerRow]:
+    """The next ``limit`` rows still 'pending' or 'sending' (left by a run that
+    stopped mid-message), by id, after ``after_id``: keyset paging, so a big
+    list is read in batches."""
+    d, s = _DELIVERIES.c, _SUBSCRIBERS.c
+    rows = db.execute(
+        select(d.id, d.subscriber_id, s.email, s.email_key, d.status, d.message_id,
+               s.hard_failures)
+        .join_from(_DELIVERIES, _SUBSCRIBERS, s.id == d.subscriber_id)
+        .where(d.digest_id == digest_id, d.status.in_(UNFINISHED), d.id > after_id)
+        .order_by(d.id)
+        .limit(limit)
+    )
+    return [LedgerRow(*row) for row in rows]
+
+
+
+# The per-message statements are built once, with bind parameters, and run
+# through _Prepared below: building, cache-keying and executing a statement
+# through SQLAlchemy costs more than running it on SQLite.
+# The per-message statements are built once, with bind parameters, and run
+# through _Prepared below: building, cache-keying and executing a statement
+# through SQLAlchemy costs more than running it on SQLite.
+_D, _S = _DELIVERIES.c, _SUBSCRIBERS.c
+
+
+_UNFINISHED_ROW = or_(_D.status == "pending", _D.status == "sending")
+
+
+_CLAIM = (
+    update(_DELIVERIES)
+    .where(_D.id == bindparam("b_id"), _UNFINISHED_ROW,
+           select(_S.id).where(_S.id == _D.subscriber_id, _S.status == "confirmed").exists())
+    .values(status="sending", attempts=_D.attempts + 1, message_id=bindparam("b_message_id"),
+            updated_at=bindparam("b_now"))
+)
+
+
+_SKIP = (update(_DELIVERIES).where(_D.id == bindparam("b_id"), _UNFINISHED_ROW)
+         .values(status="skipped", updated_at=bindparam("b_now")))
+
+
+_FINISH = (
+    update(_DELIVERIES).where(_D.id == bindparam("b_id"))
+    .values(status=bindparam("b_status"), updated_at=bindparam("b_now"),
+            last_error=bindparam("b_error"), attempts=_D.attempts + bindparam("b_extra", 0),
+            sent_at=func.coalesce(bindparam("b_sent_at", type_=UTCDateTime()), _D.sent_at))
+)
+
+
+_COUNT_FAILURE = (update(_SUBSCRIBERS).where(_S.id == bindparam("b_id"))
+                  .values(hard_failures=_S.hard_failures + 1))
+
+
+_BOUNCE = (
+    update(_SUBSCRIBERS)
+    .where(_S.id == bindparam("b_id"), _S.status == "confirmed",
+           _S.hard_failures >= bindparam("b_max"))
+    .values(status="bounced", bounced_at=bindparam("b_now"), token_nonce=bindparam("b_nonce"))
+)
+
+
+_CLEAR_FAILURES = update(_SUBSCRIBERS).where(_S.id == bindparam("b_id")).values(hard_failures=0)
+
+
+_CLAIM_FAST, _SKIP_FAST, _FINISH_FAST = _Prepared(_CLAIM), _Prepared(_SKIP), _Prepared(_FINISH)
+
+
+def claim_delivery(db: Connection, delivery_id: int, message_id: str, now: datetime) -> bool:
+    """Mark a row 'sending' (one more attempt) if it is unfinished and its
+    subscriber is still confirmed; False otherwise. Commit with raw_commit."""
+    return _CLAIM_FAST.run(db, {"b_id": delivery_id, "b_message_id": message_id,
+                                "b_now": now}) == 1
+
+
+def skip_delivery(db: Connection, delivery_id: int, now: datetime) -> bool:
+    """An unfinished row whose subscriber is no longer confirmed: 'skipped'."""
+    return _SKIP_FAST.run(db, {"b_id": delivery_id, "b_now": now}) == 1
+
+
+def finish_delivery(
+    db: Connection, delivery_id: int, status: str, now: datetime, *,
+    error: str | None = None, extra_attempts: int = 0,
+) -> None:
+    """Record how a delivery ended: 'sent', 'failed', or back to 'pending'.
+    Commit with raw_commit."""
+    _FINISH_FAST.run(db, {"b_id": delivery_id, "b_status": status, "b_now": now,
+                          "b_error": error, "b_extra": extra_attempts,
+                          "b_sent_at": now if status == "sent" else None})
+
+
+_COUNT_FAILURE_FAST, _BOUNCE_FAST = _Prepared(_COUNT_FAILURE), _Prepared(_BOUNCE)
+
+
+_CLEAR_FAILURES_FAST = _Prepared(_CLEAR_FAILURES)
+
+
+def record_hard_failure(
+    db: Connection, subscriber_id: int, max_failures: int, nonce: str, now: datetime
+) -> bool:
+    """Count a permanent (5xx) failure; at ``max_failures`` the subscriber is
+    'bounced'. Returns True if this made them bounced. Commit with raw_commit."""
+    _COUNT_FAILURE_FAST.run(db, {"b_id": subscriber_id})
+    return _BOUNCE_FAST.run(db, {"b_id": subscriber_id, "b_max": max_failures, "b_now": now,
+                                 "b_nonce": nonce}) == 1
+
+
+def clear_hard_failures(db: Connection, subscriber_id: int) -> None:
+    """A delivery went through: failures count in a row, so start again at 0."""
+    _CLEAR_FAILURES_FAST.run(db, {"b_id": subscriber_id})
+
+
+def count_unfinished(db: Session | Connection, digest_id: int) -> int:
+    """Rows of one digest still 'pending' or 'sending'."""
+    return int(db.execute(
+        select(func.count()).select_from(_DELIVERIES)
+        .where(_DELIVERIES.c.digest_id == digest_id, _DELIVERIES.c.status.in_(UNFINISHED))
+    ).scalar_one())
+
+
+def count_unfinished_or_new(session: Session, digest_id: int) -> int:
+    """How many a resumed send would still deliver to: rows pending or sending,
+    plus confirmed subscribers with no row yet."""
+    d, s = _DELIVERIES.c, _SUBSCRIBERS.c
+    unfinished = session.scalar(
+        select(func.count()).select_from(_DELIVERIES)
+        .where(d.digest_id == digest_id, d.status.in_(UNFINISHED))) or 0
+    has_row = select(d.id).where(d.digest_id == digest_id, d.subscriber_id == s.id).exists()
+    new = session.scalar(
+        select(func.count()).select_from(_SUBSCRIBERS)
+        .where(s.status == "confirmed", ~has_row)) or 0
+    return int(unfinished) + int(new)
+
+
+def delivery_counts(session: Session, digest_id: int) -> dict[str, int]:
+    """Number of ledger rows per delivery status for one digest."""
+    rows = session.execute(select(Delivery.status, func.count())
+                           .where(Delivery.digest_id == digest_id).group_by(Delivery.status))
+    return {status: count for status, count in rows}
+
+
+
+class DbLedger:
+    """The ledger of one digest on one dedicated connection: one commit per step.
+
+    It works on the Connection directly, with statements built once
+    (``bot.send.ledger``): per message, two small UPDATEs and one commit. The
+    UPDATEs run at once (their row counts decide what happens next); the
+    commit -- an fsync with ``synchronous=FULL`` -- runs in a helper thread
+    while the next message is composed and transferred, and ``durable()``
+    waits for it before the server may accept that message. Every other use
+    of the connection waits for it first, so it is never used by two threads.
+    """
+
+    def __init__(
+        self, factory: sessionmaker[Session], digest_id: int, lock: DigestLock,
+        max_hard_failures: int,
+    ) -> None:
+        self.digest_id = digest_id
+        self.lock = lock
+        self.max_hard_failures = max_hard_failures
+        engine = factory.kw["bind"]
+        assert isinstance(engine, Engine)
+        self._conn = engine.connect()
+        self._committer = ThreadPoolExecutor(1, thread_name_prefix="ledger-commit")
+        self._commit: Future[None] | None = None
+        self._sqlite = engine.dialect.name == "sqlite"
+        if self._sqlite:
+            # what is committed must survive power loss, not only a kill:
+            # this connection syncs the WAL at every commit
+            self._conn.exec_driver_sql("PRAGMA synchronous=FULL")
+            self._conn.commit()
+
+    def durable(self) -> None:
+        commit, self._commit = self._commit, None
+        if commit is not None:
+            try:
+                commit.result()
+            except Exception as exc:
+                raise _ledger_error(exc) from exc
+
+    def close(self) -> None:
+        try:
+            try:
+                self.durable()
+            finally:
+                self._committer.shutdown(wait=True)
+            self._conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+            self._conn.rollback()
+            if self._sqlite:  # back to the engine's default before the pool reuses it
+                self._conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
+                self._conn.commit()
+        finally:
+            self._conn.close()
+
+    def unfinished(self, after_id: int, limit: int) -> list[LedgerRow]:
+        self.durable()
+        rows = unfinished_deliveries(self._conn, self.digest_id, after_id, limit)
+        self._conn.commit()
+        return rows
+
+    def count_unfinished(self) -> int:
+        self.durable()
+        count = count_unfinished(self._conn, self.digest_id)
+        self._conn.commit()
+        return count
+
+    def step(self, done: Outcome | None, claim: tuple[LedgerRow, str] | None) -> tuple[str, bool]:
+        self.durable()
+        now = datetime.now(UTC)
+        conn = self._conn
+        bounced = False
+        state = "none"
+        try:
+            if done is not None:
+                row = done.row
+                finish_delivery(conn, row.id, done.status, now, error=done.error,
+                                      extra_attempts=done.retries)
+                if done.hard:
+                    bounced = record_hard_failure(
+                        conn, row.subscriber_id, self.max_hard_failures,
+                        secrets.token_urlsafe(16), now)
+                elif done.status == "sent" and row.hard_failures:
+                    clear_hard_failures(conn, row.subscriber_id)
+            if claim is not None:
+                row, message_id = claim
+                if claim_delivery(conn, row.id, message_id, now):
+                    state = "claimed"
+                elif skip_delivery(conn, row.id, now):
+                    state = "skipped"
+                else:
+                    state = "gone"
+        except BaseException as exc:
+            conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+            if isinstance(exc, Exception):
+                raise _ledger_error(exc) from exc
+            raise
+        if state == "claimed":
+            # see the class docstring: committed while the next message is on its way
+            self._commit = self._committer.submit(raw_commit, conn)
+        else:
+            raw_commit(conn)
+        return state, bounced
+
+    def renew(self) -> None:
+        self.durable()
+        self.lock.renew(self._conn)
+
+    def finish_digest(self) -> bool:
+        self.durable()
+        finished = count_unfinished(self._conn, self.digest_id) == 0
+        if finished:
+            mark_digest_sent(self._conn, self.digest_id, datetime.now(UTC))
+        self._conn.commit()
+        return finished
+
+
+def _ledger_error(exc: Exception) -> DeliveryError:
+    return DeliveryError(f"cannot write the delivery ledger: {exc}",
+                         hint="check the database (DIGESTBOT_DATABASE_URL); `digestbot send` "
+                              "resumes where this run stopped")
