@@ -9,6 +9,7 @@
 - ``run``: one ``digestbot send`` (dry run, test copy, send, resume)
 """
 
-from bot.send.run import SendReport, send_digest
+from bot.send.report import SendReport
+from bot.send.run import send_digest
 
 __all__ = ["SendReport", "send_digest"]

@@ -5,76 +5,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import digest, mailer, models, render, subscribers
+from bot import digest, mailer, render, subscribers
 from bot.config import Settings
 from bot.db import transaction
 from bot.digest import queries as digest_queries
-from bot.digest.week import Week
 from bot.errors import DeliveryError
 from bot.send import ledger
 from bot.send.compose import DigestComposer
 from bot.send.lock import DigestLock
 from bot.send.loop import DeliveryReport, RetryPolicy, deliver
+from bot.send.report import SendReport, Target
 from bot.send.testcopy import send_test_copy
 from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SendReport:
-    """What ``send_digest`` did. ``outcome`` is one of: sent (all delivered),
-    incomplete (stopped early, rows still pending), already-sent, empty,
-    dry-run, test."""
-
-    week: str
-    outcome: str
-    subject: str = ""
-    recipients: int = 0
-    sent: int = 0
-    failed: int = 0
-    skipped: int = 0
-    bounced: int = 0
-    transport: str = ""
-    resumed: bool = False
-    to: str | None = None
-    errors: tuple[tuple[str, str], ...] = ()
-    other_unfinished: tuple[str, ...] = ()
-
-    def summary(self) -> str:
-        if self.outcome == "already-sent":
-            return f"{self.week} was sent already (use --resend to send it again)"
-        if self.outcome == "empty":
-            return (f"{self.week} has no entries: nothing to send "
-                    "(DIGESTBOT_SEND_EMPTY=true sends an empty digest)")
-        if self.outcome == "dry-run":
-            return (f"dry run: would send {self.week} ({self.subject!r}) to "
-                    f"{self.recipients} recipient(s) via {self.transport}; nothing was sent")
-        if self.outcome == "test":
-            return f"test message of {self.week} sent to {self.to} via {self.transport}"
-        state = "done" if self.outcome == "sent" else "stopped early, run again to finish"
-        return (f"{self.week}: {self.sent} sent, {self.failed} failed, {self.skipped} skipped"
-                f"{f', {self.bounced} now bounced' if self.bounced else ''} ({state})")
-
-
-@dataclass(frozen=True)
-class Target:
-    """The week a send is about, and what the database already says of it."""
-
-    week: Week
-    frozen: models.Digest | None
-    others: tuple[str, ...]  # other weeks whose send is unfinished
-    transport: str
-
-    def report(self, outcome: str, **fields: Any) -> SendReport:
-        return SendReport(self.week.label, outcome, transport=self.transport,
-                          other_unfinished=self.others, **fields)
 
 
 def send_digest(

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import digest, mailer, render, subscribers, subscriptions
 from bot.config import Settings
 from bot.errors import DeliveryError
+from bot.send.report import SendReport, Target
 from bot.tokens import Tokens, unsubscribe_url
-
-if TYPE_CHECKING:
-    from bot.send.run import SendReport, Target
 
 
 def send_test_copy(settings: Settings, factory: sessionmaker[Session], target: Target, to: str,

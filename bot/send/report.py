@@ -1,0 +1,59 @@
+"""What a send did, and what it was about: the values ``send_digest`` hands back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot import models
+from bot.digest.week import Week
+
+
+@dataclass(frozen=True)
+class SendReport:
+    """What ``send_digest`` did. ``outcome`` is one of: sent (all delivered),
+    incomplete (stopped early, rows still pending), already-sent, empty,
+    dry-run, test."""
+
+    week: str
+    outcome: str
+    subject: str = ""
+    recipients: int = 0
+    sent: int = 0
+    failed: int = 0
+    skipped: int = 0
+    bounced: int = 0
+    transport: str = ""
+    resumed: bool = False
+    to: str | None = None
+    errors: tuple[tuple[str, str], ...] = ()
+    other_unfinished: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        if self.outcome == "already-sent":
+            return f"{self.week} was sent already (use --resend to send it again)"
+        if self.outcome == "empty":
+            return (f"{self.week} has no entries: nothing to send "
+                    "(DIGESTBOT_SEND_EMPTY=true sends an empty digest)")
+        if self.outcome == "dry-run":
+            return (f"dry run: would send {self.week} ({self.subject!r}) to "
+                    f"{self.recipients} recipient(s) via {self.transport}; nothing was sent")
+        if self.outcome == "test":
+            return f"test message of {self.week} sent to {self.to} via {self.transport}"
+        state = "done" if self.outcome == "sent" else "stopped early, run again to finish"
+        return (f"{self.week}: {self.sent} sent, {self.failed} failed, {self.skipped} skipped"
+                f"{f', {self.bounced} now bounced' if self.bounced else ''} ({state})")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The week a send is about, and what the database already says of it."""
+
+    week: Week
+    frozen: models.Digest | None
+    others: tuple[str, ...]  # other weeks whose send is unfinished
+    transport: str
+
+    def report(self, outcome: str, **fields: Any) -> SendReport:
+        return SendReport(self.week.label, outcome, transport=self.transport,
+                          other_unfinished=self.others, **fields)
