@@ -41,6 +41,8 @@ def synthetic_feed(n: int = N_ENTRIES) -> bytes:
     for i in range(n):
         item = items[i % len(items)]
         item = re.sub(r"/posts/([0-9a-f]+)/", rf"/posts/\g<1>-{i}/", item)
+        if i >= len(items):  # the same title and summary would be the same article (one entry)
+            item = item.replace("<title>", f"<title>({i}) ", 1)
         item = re.sub(r"<pubDate>.*?</pubDate>",
                       f"<pubDate>{format_datetime(start - timedelta(hours=i))}</pubDate>", item)
         out.append(item)

@@ -16,7 +16,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from common import Row  # noqa: E402
 
-BENCHES = ("ingest", "digest", "send")
+BENCHES = ("ingest", "digest", "send", "grouping", "themes_quality")
 
 
 def machine() -> str:

@@ -91,7 +91,7 @@ def setup_db(path: Path, n: int) -> str:
 
 BOT_RUN = r"""
 import json, resource, sys, time
-from bot import db
+from bot import db, send
 from bot.config import load_settings
 settings = load_settings()
 factory = db.session_factory(db.make_engine(settings.database_url))

@@ -17,14 +17,16 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import OperationalError
+from alembic.util import CommandError
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.config import sqlite_path
 from bot.errors import DatabaseError
 
 UPGRADE_HINT = "run `digestbot db upgrade` to create or update the schema"
+POSTGRES_HINT = "pip install 'digestbot[postgres]' (psycopg), and use a postgresql+psycopg:// URL"
 
 
 def make_engine(url: str) -> Engine:
@@ -35,7 +37,14 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ImportError as exc:
+        # SQLAlchemy imports the driver here; PostgreSQL's is an optional extra.
+        scheme = url.split("://", 1)[0]
+        hint = POSTGRES_HINT if scheme.startswith("postgres") else f"install the Python driver for {scheme}"
+        raise DatabaseError(f"the database driver for {scheme}:// is not installed ({exc})",
+                            hint=hint) from None
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -76,15 +85,30 @@ def current_revision(engine: Engine) -> str | None:
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
-    except OperationalError as exc:
-        raise DatabaseError(f"cannot open the database: {exc.orig}",
-                            hint="check DIGESTBOT_DATABASE_URL") from None
+    except SQLAlchemyError as exc:
+        raise explain(exc) from None
 
 
 def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
-    """Migrate to ``revision``; returns (before, after) revisions."""
+    """Migrate to ``revision``; returns (before, after) revisions.
+
+    Refuses, with a message, a database whose revision record is missing while
+    the tables are there (Alembic would try to create them again) or names a
+    revision this digestbot does not know (a newer digestbot migrated it)."""
     before = current_revision(engine)
-    command.upgrade(alembic_config(engine), revision)
+    _check_known(engine, before)
+    if before is None and _has_tables(engine):
+        raise DatabaseError(
+            "the database has digestbot's tables but no record of their schema revision "
+            "(the alembic_version table is missing or empty)",
+            hint="restore the database from a backup; or, if you know its tables are at "
+                 f"revision {head_revision(engine)}, put that in alembic_version "
+                 "(CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY); "
+                 f"INSERT INTO alembic_version VALUES ('{head_revision(engine)}'))")
+    try:
+        command.upgrade(alembic_config(engine), revision)
+    except SQLAlchemyError as exc:
+        raise explain(exc) from None
     return before, current_revision(engine)
 
 
@@ -93,9 +117,75 @@ def check_current(engine: Engine) -> None:
     current, head = current_revision(engine), head_revision(engine)
     if current == head:
         return
+    _check_known(engine, current)
     if current is None:
         raise DatabaseError("the database has no digestbot schema yet", hint=UPGRADE_HINT)
     raise DatabaseError(
         f"the database schema is at revision {current}, this digestbot needs {head}",
         hint=UPGRADE_HINT,
     )
+
+
+def _check_known(engine: Engine, current: str | None) -> None:
+    """A revision this digestbot's migrations do not contain is refused: no
+    upgrade path leads from it."""
+    if current is None:
+        return
+    try:
+        known = ScriptDirectory.from_config(alembic_config(engine)).get_revision(current)
+    except CommandError:
+        known = None
+    if known is None:
+        raise DatabaseError(
+            f"the database's schema is at revision {current}, which this digestbot does not know",
+            hint="a newer digestbot may have migrated it: run that version, or restore the "
+                 "database from a backup made before the upgrade")
+
+
+def _has_tables(engine: Engine) -> bool:
+    try:
+        return bool({"feeds", "entries", "digests"} & set(inspect(engine).get_table_names()))
+    except SQLAlchemyError as exc:
+        raise explain(exc) from None
+
+
+# --- database failures, in words ------------------------------------------------
+
+_FAILURES = (
+    # (words in the driver's message, what it means, what to do)
+    (("readonly", "read-only"), "the database is read-only for this user",
+     "digestbot writes to it (polls, subscribers, sends): make the database file and its folder "
+     "writable by the user running digestbot"),
+    (("file is not a database", "malformed", "corrupt"), "the database file is damaged or is not a "
+     "digestbot database", "check that DIGESTBOT_DATABASE_URL names the right file; restore a damaged "
+     "one from a backup (`sqlite3 FILE .recover` may save its data)"),
+    (("unable to open",), "the database file cannot be opened",
+     "check that DIGESTBOT_DATABASE_URL names a file in a folder that exists and that this user may "
+     "read and write"),
+    (("locked",), "the database is locked by another process",
+     "another digestbot holds a long write lock; try again in a minute"),
+    (("disk i/o", "disk is full", "no space"), "the disk holding the database failed or is full",
+     "check the free space and the health of the disk"),
+)
+
+
+def explain(exc: BaseException) -> DatabaseError:
+    """A DatabaseError with a hint for a failure of the database itself (a
+    read-only, damaged or unreachable database): never a traceback."""
+    if isinstance(exc, DatabaseError):
+        return exc
+    if isinstance(exc, NoSuchModuleError):
+        return DatabaseError(f"unknown kind of database: {exc}",
+                             hint="use a sqlite:/// or postgresql+psycopg:// URL")
+    detail = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip().splitlines()
+    text = detail[0] if detail else type(exc).__name__
+    lowered = text.lower()
+    for words, meaning, hint in _FAILURES:
+        if any(word in lowered for word in words):
+            return DatabaseError(f"{meaning}: {text}", hint=hint)
+    if isinstance(exc, OperationalError):
+        return DatabaseError(f"cannot use the database: {text}",
+                             hint="check DIGESTBOT_DATABASE_URL and that the database server is running")
+    return DatabaseError(f"the database refused an operation: {text}",
+                         hint="if this persists, check the database with its own tools "
+                              "(sqlite3 FILE 'PRAGMA integrity_check')")

@@ -9,6 +9,7 @@ timestamps stored timezone-aware in UTC.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -85,8 +87,33 @@ class Feed(Base):
     last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # managed feeds (issue 11): the operator's name for it, and one of FeedState;
+    # a removed feed keeps its row so the entries already mailed keep their source
+    name: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20), default="active", server_default="active",
+                                        index=True)
+    # entries published before this are the feed's backlog: set when the feed is
+    # added after a digest went out; None means it has no backlog to hold back
+    backlog_before: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    backfill: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # the first failed poll of the current streak, and when the admin was told of it
+    failing_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    alerted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     entries: Mapped[list[Entry]] = relationship(back_populates="feed")
+
+    @property
+    def display_name(self) -> str:
+        """What a person calls the feed: its given name, else its own title, else its URL."""
+        return self.name or self.title or self.url
+
+
+class FeedState(StrEnum):
+    """``feeds.status``: polled, not polled for now, or gone (kept for its history)."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    REMOVED = "removed"
 
 
 class Entry(Base):
@@ -110,8 +137,28 @@ class Entry(Base):
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     content_hash: Mapped[str] = mapped_column(String(64))
+    # one article, one entry (issue 11): the link reduced to the article
+    # (bot.ingest.urls.article_key) and a hash of title + summary; a second feed
+    # bringing the same article only adds an EntrySource row
+    link_key: Mapped[str | None] = mapped_column(String(1000), index=True)
+    fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
+    # None, or "held" (a new feed's backlog: never mailed) or "backfill" (a new
+    # feed's backlog the operator asked for: goes into the next digest)
+    backlog: Mapped[str | None] = mapped_column(String(10))
 
     feed: Mapped[Feed] = relationship(back_populates="entries")
+
+
+class EntrySource(Base):
+    """Another feed that carries an entry (the first one is ``Entry.feed``),
+    under that feed's own key for it, so its next poll knows the item."""
+
+    __tablename__ = "entry_sources"
+
+    feed_id: Mapped[int] = mapped_column(ForeignKey("feeds.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(512), primary_key=True)
+    entry_id: Mapped[int] = mapped_column(ForeignKey("entries.id", ondelete="CASCADE"), index=True)
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Digest(Base):
@@ -130,12 +177,12 @@ class Digest(Base):
     subject: Mapped[str] = mapped_column(String(500))
     html: Mapped[str] = mapped_column(Text)
     text: Mapped[str] = mapped_column(Text)
+    # the web copy with every entry, when the email shows fewer (DIGESTBOT_MAX_ENTRIES)
+    archive_html: Mapped[str | None] = mapped_column(Text)
     entry_count: Mapped[int] = mapped_column(Integer, default=0)
     paper_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    lock_owner: Mapped[str | None] = mapped_column(String(100))
-    lock_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     entries: Mapped[list[DigestEntry]] = relationship(back_populates="digest")
 
@@ -161,8 +208,26 @@ class DigestEntry(Base):
     entry: Mapped[Entry] = relationship()
 
 
+class SubscriberState(StrEnum):
+    """Where a subscriber stands (``subscribers.status``), in life-cycle order.
+
+    pending (asked, not confirmed) -> confirmed -> unsubscribed, or bounced
+    after too many permanent failures. Members are plain strings in the database.
+    """
+
+    PENDING = "pending"
+    CONFIRMED = "confirmed"
+    UNSUBSCRIBED = "unsubscribed"
+    BOUNCED = "bounced"
+    # marked the digest as spam (an ARF report from a feedback loop): never mailed again
+    COMPLAINED = "complained"
+
+
+SUBSCRIBER_STATES: tuple[str, ...] = tuple(state.value for state in SubscriberState)
+
+
 class Subscriber(Base):
-    """A reader's address and where it stands: pending, confirmed, unsubscribed, bounced."""
+    """A reader's address and where it stands: one of ``SubscriberState``."""
 
     __tablename__ = "subscribers"
 
@@ -170,7 +235,7 @@ class Subscriber(Base):
     email: Mapped[str] = mapped_column(String(320))  # normalised by email-validator
     # lower-cased address: uniqueness is case-insensitive on every backend
     email_key: Mapped[str] = mapped_column(String(320), unique=True)
-    status: Mapped[str] = mapped_column(String(20), default="pending", index=True)
+    status: Mapped[str] = mapped_column(String(20), default=SubscriberState.PENDING.value, index=True)
     # rotated on every state change, so a used confirm link can't be used again
     token_nonce: Mapped[str] = mapped_column(String(64))
     hard_failures: Mapped[int] = mapped_column(Integer, default=0)
@@ -178,6 +243,11 @@ class Subscriber(Base):
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     unsubscribed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     bounced_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    complained_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # how the current state came about when the state alone doesn't say:
+    # "mail" (unsubscribed by a mail to the List-Unsubscribe mailto: address),
+    # "bounce" (bounced by bounce mails, not SMTP replies); None otherwise
+    status_reason: Mapped[str | None] = mapped_column(String(20))
 
 
 class Delivery(Base):
@@ -196,6 +266,106 @@ class Delivery(Base):
     status: Mapped[str] = mapped_column(String(20), default="pending", index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
-    message_id: Mapped[str | None] = mapped_column(String(300))
+    # indexed: a bounce names its message (VERP, or the returned headers)
+    message_id: Mapped[str | None] = mapped_column(String(300), index=True)
+    # what came back after the relay took it (bot.bounces): bounced | delayed |
+    # complained | unsubscribed; a bounce also makes ``status`` 'failed'
+    feedback: Mapped[str | None] = mapped_column(String(20))
+    feedback_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # which send worker holds this row, until when: several workers (threads,
+    # processes, machines) share one digest, and a dead one's rows free up
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Lease(Base):
+    """A named lease: at most one holder at a time (e.g. the weekly send job
+    when several `digestbot run` instances share one database)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class RateHit(Base):
+    """One counted request for a web rate limit, shared by every web instance."""
+
+    __tablename__ = "rate_hits"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    bucket: Mapped[str] = mapped_column(String(300), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class DraftWeek(Base):
+    """The editor's desk for one week's digest before its send starts: the
+    editor's note, the order of its sections, and its approval.
+
+    ``held_at`` is set when a scheduled send found the week unapproved (with
+    ``DIGESTBOT_REQUIRE_APPROVAL``), so the service sends it once it is approved;
+    ``reminded_at`` when the admin was mailed a reminder, so it goes once.
+    """
+
+    __tablename__ = "draft_weeks"
+
+    week: Mapped[str] = mapped_column(String(10), primary_key=True)  # "2026-W40"
+    note: Mapped[str] = mapped_column(Text, default="")  # Markdown, sanitised on output
+    section_order: Mapped[list[str]] = mapped_column(JSON, default=list)  # section keys
+    approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    approved_by: Mapped[str | None] = mapped_column(String(100))
+    held_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DraftEntry(Base):
+    """One entry's edit in one week's draft: left out, or moved to a section."""
+
+    __tablename__ = "draft_entries"
+
+    week: Mapped[str] = mapped_column(String(10), primary_key=True)
+    entry_id: Mapped[int] = mapped_column(
+        ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True, index=True)
+    excluded: Mapped[bool] = mapped_column(Boolean, default=False)
+    section: Mapped[str | None] = mapped_column(String(200))  # a section key (bot.digest.views)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DraftSection(Base):
+    """A section's name for one week, as the editor renamed it."""
+
+    __tablename__ = "draft_sections"
+
+    week: Mapped[str] = mapped_column(String(10), primary_key=True)
+    section: Mapped[str] = mapped_column(String(200), primary_key=True)  # a section key
+    name: Mapped[str] = mapped_column(String(200))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MailboxMessage(Base):
+    """One mail read from the bounce mailbox, and what it was taken for.
+
+    ``key`` (a hash of its Message-ID, else of its bytes) is unique, so a mail
+    is processed once even if the mailbox could not be marked (POP3 has no
+    flags) or two readers ran at once. ``kind`` is bounce | delayed |
+    complaint | unsubscribe | ignored (not understood: left in the mailbox).
+    """
+
+    __tablename__ = "mailbox_messages"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(20), index=True)
+    message_id: Mapped[str | None] = mapped_column(String(300))
+    sender: Mapped[str | None] = mapped_column(String(320))
+    subject: Mapped[str | None] = mapped_column(String(500))
+    address: Mapped[str | None] = mapped_column(String(320))  # the subscriber it named
+    subscriber_id: Mapped[int | None] = mapped_column(
+        ForeignKey("subscribers.id", ondelete="SET NULL"), index=True)
+    digest_id: Mapped[int | None] = mapped_column(ForeignKey("digests.id", ondelete="SET NULL"))
+    detail: Mapped[str | None] = mapped_column(Text)  # the diagnostic, or why it was ignored
+    processed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -7,8 +7,14 @@ database) as plain references:
 - ``poll-feeds``: every ``poll_interval`` minutes with a little jitter, and
   once right at start.
 - ``weekly-send``: a cron on ``send_day`` at ``send_time`` in ``timezone``;
-  sends the digest of the week just ended (``send.send_digest`` with
-  ``week=None``).
+  sends the week the last scheduled send covers, if the database says it is
+  still owed (``bot.digest.due``). ``owed-send``: the same, once at start.
+- ``approval-watch`` (only with ``DIGESTBOT_REQUIRE_APPROVAL``): every minute,
+  sends a week the weekly send held for approval once it is approved, and
+  mails the admin one reminder before an unapproved send (``bot.send.reminder``).
+- ``process-bounces`` (only with ``DIGESTBOT_BOUNCE_MAILBOX``): every
+  ``bounce_interval`` minutes, and once at start, reads the bounce mailbox
+  (``bounces.process_bounces``); kept in memory like the approval watch.
 - ``resume-send``: a one-off at start when a digest was left half-sent
   (status 'sending'), e.g. by a crash; it calls ``send_digest`` again for that
   week and the delivery ledger makes sure nobody gets a second copy. A send
@@ -20,15 +26,17 @@ The job functions find their settings and session factory in a module-level
 context that the service sets at start (``set_context``), so jobs stored by
 an earlier run pick up the settings of this one.
 
-Why a restart neither loses nor duplicates a send: the job ids are fixed and
-re-added with ``replace_existing=True`` at every start, but a send time missed
-while the process was down is carried over into the replacement; on start
-APScheduler runs it once (``coalesce=True`` folds several missed times into
-one) if it is less than ``send_grace_hours`` late (``misfire_grace_time``),
-and ``max_instances=1`` plus a single send worker keep sends one at a time.
-The job store moves a job's next run time forward when the job is handed to
-a worker, so a crash mid-send does not repeat the weekly job; the half-sent
-digest is picked up by ``resume-send`` instead.
+Why a restart neither loses nor duplicates a send: the job store is not
+trusted with it. APScheduler moves the weekly job's next run time forward when
+it hands the job to a worker, before the digest is frozen, so a kill in that
+instant would leave a store that says "next week". Instead, at start and at
+every send time, ``bot.digest.due`` asks the database: the last scheduled send
+time, the grace period, and whether that week's digest exists and is
+finished. Not frozen yet and within ``send_grace_hours``: it is sent now
+(once: down across two send times gives one send, of the latest). Frozen but
+unfinished: ``resume-send`` finishes it from the ledger. Sent: nothing.
+``send_digest`` itself never sends a week twice, and a single send worker
+keeps sends one at a time.
 """
 
 from __future__ import annotations
@@ -46,16 +54,20 @@ from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import STATE_RUNNING, STATE_STOPPED, BaseScheduler
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Column, Engine, Float, MetaData, String, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db, ingest
+from bot import db, ingest, leases
+from bot.bounces import process_bounces
 from bot.config import Settings
+from bot.digest import draft, due
 from bot.digest import queries as digest_queries
+from bot.digest.schedule import next_send_time as next_send_time  # re-exported: status, tests
+from bot.digest.schedule import send_trigger
 from bot.errors import BotError
+from bot.ingest import feeds as ingest_feeds
 from bot.send import send_digest
 
 log = logging.getLogger(__name__)
@@ -63,8 +75,14 @@ log = logging.getLogger(__name__)
 POLL_JOB_ID = "poll-feeds"
 SEND_JOB_ID = "weekly-send"
 RESUME_JOB_ID = "resume-send"
+CATCH_UP_JOB_ID = "owed-send"  # a one-off at start: the last weekly send is still owed
+APPROVAL_JOB_ID = "approval-watch"
+BOUNCE_JOB_ID = "process-bounces"
+APPROVAL_WATCH_SECONDS = 60  # how soon an approval sends a held week (and the reminder goes)
 JOBS_TABLE = "apscheduler_jobs"
 SEND_EXECUTOR = "send"  # one worker: sends never overlap inside the service
+SEND_LEASE_NAME = "scheduled-send"
+SEND_LEASE = timedelta(minutes=30)  # renewed by nobody: a longer send may be joined, never repeated
 RETRY_MINUTES = 15  # a send that failed (SMTP down, locked) is tried again this much later
 
 
@@ -110,23 +128,42 @@ def get_context() -> JobContext:
 # --- the jobs -----------------------------------------------------------------
 
 def poll_job() -> None:
-    """Poll every configured feed; one log line per feed (from the pipeline)."""
+    """Poll every active feed of the database, in parallel (one slow feed
+    delays no other, each fetch has a total deadline); a stop request
+    abandons the fetches in flight at once. One log line per feed (from the pipeline)."""
     ctx = get_context()
-    for url in ctx.settings.feed_urls:
-        if ctx.stopping.is_set():
-            log.info("poll interrupted: the service is stopping")
-            return
-        try:
-            ingest.poll_feeds(ctx.settings, ctx.factory, [url])
-        except Exception:  # a bug or a database outage: log it, the next poll tries again
-            log.exception("poll %s failed", url)
+    try:
+        urls = ingest_feeds.active_urls(ctx.factory)
+    except SQLAlchemyError as exc:
+        log.error("poll: cannot read the feeds: %s", exc)
+        return
+    if ctx.stopping.is_set() or not urls:
+        return
+    try:
+        results = ingest.poll_feeds(ctx.settings, ctx.factory, urls, stop=ctx.stopping)
+    except Exception:  # a bug or a database outage: log it, the next poll tries again
+        log.exception("poll failed")
+        return
+    if any(result.status == "stopped" for result in results):
+        log.info("poll interrupted: the service is stopping")
 
 
 def send_job() -> None:
-    """The weekly send: the digest of the latest complete week, then any older
-    digest whose send is still unfinished."""
+    """The weekly send, at its time and once at start: the week the last
+    scheduled send covers if the database says it is still owed
+    (``bot.digest.due``), then any older digest whose send is unfinished."""
     ctx = get_context()
-    report = _send(ctx, None)
+    try:
+        with ctx.factory() as session:
+            owed = due.weekly_send(session, ctx.settings)
+    except SQLAlchemyError as exc:
+        log.error("send: cannot read whether the weekly send is due: %s", exc)
+        _retry_later(ctx)
+        return
+    if owed.state not in (due.DUE, due.SENDING):  # sent already, or missed by more than the grace
+        log.info("send %s: nothing to do, its digest is %s", owed.week.label, owed.state)
+        return
+    report = _send(ctx, owed.week.label)
     for week in getattr(report, "other_unfinished", ()):
         log.info("send %s: finishing an earlier send", week)
         _send(ctx, week)
@@ -154,7 +191,13 @@ def _send(ctx: JobContext, week: str | None) -> Any:
         log.info("send %s: not started, the service is stopping", name)
         return None
     try:
-        report = ctx.send_digest(week)
+        # one instance at a time sends, however many `digestbot run` share the
+        # database (rows are claimed one by one anyway: two would not repeat a message)
+        with leases.held(ctx.factory, SEND_LEASE_NAME, SEND_LEASE) as mine:
+            if not mine:
+                log.info("send %s: another instance is sending; skipped here", name)
+                return None
+            report = ctx.send_digest(week)
     except BotError as exc:  # another send holds the lock, SMTP down, nothing to send, ...
         log.warning("send %s: %s", name, exc.message)
         _retry_later(ctx)
@@ -164,7 +207,11 @@ def _send(ctx: JobContext, week: str | None) -> Any:
         _retry_later(ctx)
         return None
     summary = report.summary() if callable(getattr(report, "summary", None)) else f"{name}: {report}"
-    if getattr(report, "outcome", None) == "incomplete" and ctx.stopping.is_set():
+    if getattr(report, "outcome", None) == "awaiting-approval":
+        # DIGESTBOT_REQUIRE_APPROVAL: held; approval_job sends it once it is approved
+        draft.hold(ctx.factory, report.week)
+        log.warning("send %s", summary)
+    elif getattr(report, "outcome", None) == "incomplete" and ctx.stopping.is_set():
         log.warning("send %s; stopped after the message in flight, it resumes at the next start",
                     summary)
     elif getattr(report, "outcome", None) == "incomplete":
@@ -173,6 +220,43 @@ def _send(ctx: JobContext, week: str | None) -> Any:
     else:
         log.info("send %s", summary)
     return report
+
+
+def bounce_job() -> None:
+    """Read the bounce mailbox once; never raises (the next run tries again)."""
+    ctx = get_context()
+    if ctx.stopping.is_set():
+        return
+    try:
+        process_bounces(ctx.settings, ctx.factory)
+    except BotError as exc:  # mailbox down, password changed, ...
+        log.warning("bounces: %s", exc.message)
+    except Exception:
+        log.exception("bounces: reading the mailbox failed")
+
+
+def approval_job() -> None:
+    """With DIGESTBOT_REQUIRE_APPROVAL, every minute: send each week a scheduled
+    send held that has been approved since (once: it is frozen then), and mail
+    the admin the approval reminder when it is due (``bot.send.reminder``)."""
+    from bot.send.reminder import remind_if_due
+
+    ctx = get_context()
+    if ctx.stopping.is_set():
+        return
+    try:
+        with ctx.factory() as session:
+            weeks = draft.sendable_held_weeks(session)
+    except SQLAlchemyError as exc:
+        log.error("send: cannot read the weeks held for approval: %s", exc)
+        return
+    for week in weeks:
+        log.info("send %s: approved, sending the send that waited for it", week)
+        _send(ctx, week)
+    try:
+        remind_if_due(ctx.settings, ctx.factory)
+    except Exception:  # a bug or a database outage: log it, the next minute tries again
+        log.exception("the approval reminder failed")
 
 
 def _retry_later(ctx: JobContext) -> None:
@@ -190,13 +274,6 @@ def _retry_later(ctx: JobContext) -> None:
 
 # --- triggers -----------------------------------------------------------------
 
-def send_trigger(settings: Settings) -> CronTrigger:
-    """The weekly send: ``send_day`` at ``send_time`` in ``timezone``."""
-    at = settings.send_time
-    return CronTrigger(day_of_week=settings.send_day.lower()[:3], hour=at.hour, minute=at.minute,
-                       second=at.second, timezone=settings.tz)
-
-
 def poll_jitter(settings: Settings) -> int:
     """A little jitter so many bots don't hit a feed on the same second: 5%, 1 s to 2 min."""
     return max(1, min(120, settings.poll_interval * 3))
@@ -205,14 +282,6 @@ def poll_jitter(settings: Settings) -> int:
 def poll_trigger(settings: Settings) -> IntervalTrigger:
     return IntervalTrigger(minutes=settings.poll_interval, jitter=poll_jitter(settings),
                            timezone=settings.tz)
-
-
-def next_send_time(settings: Settings, now: datetime | None = None) -> datetime:
-    """When the weekly send fires next after ``now``, in the configured time zone."""
-    now = (now or datetime.now(UTC)).astimezone(settings.tz)
-    fire = send_trigger(settings).get_next_fire_time(None, now)
-    assert fire is not None  # a weekly cron always fires again
-    return fire
 
 
 # --- the scheduler ------------------------------------------------------------
@@ -264,29 +333,43 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
     so the stored jobs can be read before they are replaced.
     """
     now = datetime.now(settings.tz)
+    ingest_feeds.add_configured(settings, factory)  # DIGESTBOT_FEED_URLS only ever adds
     scheduler.add_job(
         poll_job, poll_trigger(settings), id=POLL_JOB_ID, name="poll feeds",
         replace_existing=True, next_run_time=now,  # once at start, then every interval
         misfire_grace_time=settings.poll_interval * 60,
     )
-    extra: dict[str, Any] = {}
-    missed = _stored_next_run_time(scheduler, SEND_JOB_ID)
-    if missed is not None and missed <= now:
-        # down at send time: keep the missed time, so it runs once now if within the grace period
-        extra["next_run_time"] = missed
-        latest = _latest_fire_time(send_trigger(settings), missed, now)  # what coalescing keeps
-        due = latest.astimezone(settings.tz).isoformat(timespec="minutes")
-        if now - latest <= timedelta(hours=settings.send_grace_hours):
-            log.info("the weekly send due at %s was missed while stopped: sending it now", due)
-        else:
-            log.warning("the weekly send due at %s was missed while stopped, more than "
-                        "DIGESTBOT_SEND_GRACE_HOURS=%d ago: skipped (`digestbot send` sends it by hand)",
-                        due, settings.send_grace_hours)
+    # whether the last send is still owed is read from the database, not from
+    # the stored job: the store moves on before the digest is frozen (bot.digest.due)
     scheduler.add_job(
         send_job, send_trigger(settings), id=SEND_JOB_ID, name="weekly send",
         replace_existing=True, executor=SEND_EXECUTOR,
-        misfire_grace_time=settings.send_grace_hours * 3600, **extra,
+        misfire_grace_time=settings.send_grace_hours * 3600,
     )
+    with factory() as session:
+        owed = due.weekly_send(session, settings, now)
+    when = owed.fire.isoformat(timespec="minutes")
+    if owed.due:
+        log.info("the weekly send due at %s (%s) has not gone out: sending it now", when,
+                 owed.week.label)
+        scheduler.add_job(
+            send_job, "date", run_date=now, id=CATCH_UP_JOB_ID, name="owed weekly send",
+            replace_existing=True, jobstore="memory", executor=SEND_EXECUTOR,
+            misfire_grace_time=None)
+    elif owed.state == due.MISSED:
+        log.warning("the weekly send due at %s (%s) was missed while stopped, more than "
+                    "DIGESTBOT_SEND_GRACE_HOURS=%d ago: skipped (`digestbot send` sends it by hand)",
+                    when, owed.week.label, settings.send_grace_hours)
+    if settings.require_approval:
+        scheduler.add_job(
+            approval_job, IntervalTrigger(seconds=APPROVAL_WATCH_SECONDS, timezone=settings.tz),
+            id=APPROVAL_JOB_ID, name="send approved weeks, remind of unapproved ones",
+            replace_existing=True, jobstore="memory", executor=SEND_EXECUTOR, next_run_time=now)
+    if settings.bounce_mailbox:
+        scheduler.add_job(
+            bounce_job, IntervalTrigger(minutes=settings.bounce_interval, timezone=settings.tz),
+            id=BOUNCE_JOB_ID, name="read the bounce mailbox", replace_existing=True,
+            jobstore="memory", next_run_time=now, misfire_grace_time=settings.bounce_interval * 60)
     with factory() as session:
         interrupted = digest_queries.weeks_being_sent(session)
     if interrupted:
@@ -296,23 +379,6 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
             replace_existing=True, jobstore="memory", executor=SEND_EXECUTOR,
             misfire_grace_time=None,
         )
-
-
-def _latest_fire_time(trigger: CronTrigger, since: datetime, now: datetime) -> datetime:
-    """The last time ``trigger`` fires from ``since`` up to ``now``."""
-    latest = since
-    while (following := trigger.get_next_fire_time(latest, now)) is not None and following <= now:
-        latest = following
-    return latest
-
-
-def _stored_next_run_time(scheduler: BackgroundScheduler, job_id: str) -> datetime | None:
-    try:
-        job = scheduler.get_job(job_id, jobstore="default")
-    except Exception as exc:  # stored by a digestbot whose job functions moved: replaced below
-        log.warning("the stored %s job cannot be read (%s); it is replaced", job_id, exc)
-        return None
-    return getattr(job, "next_run_time", None) if job else None
 
 
 # --- reading the job store without APScheduler (for `digestbot status`) ------

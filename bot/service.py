@@ -27,6 +27,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bot import scheduler as sched
 from bot.config import Settings
+from bot.errors import ThemesError
+from bot.ingest.feeds import active_urls
+from bot.themes import DEFAULT_THEMES_LABEL, load_themes, names_warning
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,19 @@ class Service:
             raise
         scheduler.resume()
         log.info("scheduler started: polling %d feed(s) every %d min, next send %s",
-                 len(self.settings.feed_urls), self.settings.poll_interval, self.next_send_label())
+                 len(active_urls(self.factory)), self.settings.poll_interval, self.next_send_label())
+        self._warn_about_theme_names()
+
+    def _warn_about_theme_names(self) -> None:
+        """Themes without a name in DIGESTBOT_LANGUAGE fall back to their own; say so once."""
+        try:
+            themes = load_themes(self.settings.themes_file)
+        except ThemesError:
+            return  # reported where the themes are used, with its hint
+        warning = names_warning(themes, self.settings.language,
+                                self.settings.themes_file or DEFAULT_THEMES_LABEL)
+        if warning:
+            log.warning(warning)
 
     def next_send_label(self) -> str:
         job = self.scheduler.get_job(sched.SEND_JOB_ID) if self.scheduler else None
@@ -111,8 +126,11 @@ class _Server(uvicorn.Server):
 def create_web_app(settings: Settings, factory: sessionmaker[Session], service: Service) -> Any:
     """``bot.web.create_app`` with the scheduler's state added to /healthz."""
     from bot import web
+    from bot.ingest.alerts import feed_health
 
-    return web.create_app(settings, factory, health_checks={"scheduler": service.health_check})
+    # a failing feed is reported, never unhealthy: the bot still works (issue 11)
+    return web.create_app(settings, factory, health_checks={
+        "scheduler": service.health_check, "feeds": lambda: feed_health(factory)})
 
 
 def run(settings: Settings, engine: Engine, factory: sessionmaker[Session], *,

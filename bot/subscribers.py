@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from bot.models import Delivery, Subscriber
+from bot.models import Delivery, Digest, Subscriber
 
 
 def subscriber_by_key(session: Session, email_key: str) -> Subscriber | None:
@@ -66,3 +66,23 @@ def count_confirmed(session: Session) -> int:
     return session.scalar(
         select(func.count()).select_from(Subscriber).where(Subscriber.status == "confirmed")
     ) or 0
+
+
+def search_subscribers(session: Session, text: str = "", status: str | None = None,
+                       limit: int = 100) -> Sequence[Subscriber]:
+    """Subscribers whose address contains ``text`` (any case), newest first (the admin console)."""
+    query = select(Subscriber).order_by(Subscriber.id.desc()).limit(limit)
+    if text.strip():
+        escaped = text.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(Subscriber.email_key.like(f"%{escaped}%", escape="\\"))
+    if status:
+        query = query.where(Subscriber.status == status)
+    return session.scalars(query).all()
+
+
+def deliveries_of(session: Session, subscriber_id: int) -> list[tuple[str, Delivery]]:
+    """(week, delivery row) of every digest sent, or being sent, to one subscriber, newest first."""
+    rows = session.execute(
+        select(Digest.week, Delivery).join(Digest, Digest.id == Delivery.digest_id)
+        .where(Delivery.subscriber_id == subscriber_id).order_by(Digest.week.desc()))
+    return [(week, delivery) for week, delivery in rows]

@@ -1,7 +1,8 @@
 """Subscribers: addresses, their states, and the mails that change them.
 
 States: ``pending`` (asked, not confirmed) -> ``confirmed`` -> ``unsubscribed``
-or ``bounced`` (``max_hard_failures`` permanent failures in a row). Every
+or ``bounced`` (``max_hard_failures`` permanent failures in a row); they are
+``bot.models.SubscriberState``. Every
 change stamps its date and rotates ``token_nonce``, which makes any earlier
 confirmation link stop working.
 
@@ -16,17 +17,15 @@ queries are in ``bot.subscribers``); the use cases for the web app and the CLI a
 
 from __future__ import annotations
 
+import contextlib
 import csv
-import io
 import logging
+import re
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
-from importlib import resources
 
-import jinja2
 from email_validator import EmailNotValidError, validate_email
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -36,11 +35,12 @@ from bot.config import Settings
 from bot.errors import BotError
 from bot.mailer import Sender, envelope_address, simple_message
 from bot.models import Subscriber
+from bot.models import SubscriberState as State
+from bot.templating import language, render_template
 from bot.tokens import ConfirmClaim, Tokens, UnsubscribeClaim, address_tag, confirm_url
 
 log = logging.getLogger(__name__)
 
-STATES = ("pending", "confirmed", "unsubscribed", "bounced")
 MAX_ADDRESS = 254
 
 
@@ -70,16 +70,25 @@ def new_nonce() -> str:
     return secrets.token_urlsafe(16)
 
 
-def _set_state(sub: Subscriber, status: str, now: datetime) -> None:
+def _set_state(sub: Subscriber, status: str, now: datetime, reason: str | None = None) -> None:
     sub.status = status
+    sub.status_reason = reason  # see Subscriber.status_reason; stale after any change
     sub.token_nonce = new_nonce()
-    if status == "confirmed":
+    if status == State.CONFIRMED:
         sub.confirmed_at = now
         sub.hard_failures = 0
-    elif status == "unsubscribed":
+    elif status == State.UNSUBSCRIBED:
         sub.unsubscribed_at = now
-    elif status == "bounced":
+    elif status == State.BOUNCED:
         sub.bounced_at = now
+    elif status == State.COMPLAINED:
+        sub.complained_at = now
+
+
+def set_state(sub: Subscriber, status: str, now: datetime, reason: str | None = None) -> None:
+    """Change a subscriber's state from outside the web/CLI flows (bounce
+    processing): dates stamped, nonce rotated, ``reason`` recorded."""
+    _set_state(sub, status, now, reason)
 
 
 # --- state changes ---------------------------------------------------------------------
@@ -103,13 +112,13 @@ def request(session: Session, address: str, now: datetime) -> Change:
     """
     sub = subscribers.subscriber_by_key(session, address.lower())
     if sub is None:
-        sub = subscribers.add_subscriber(session, email=address, status="pending", nonce=new_nonce(),
+        sub = subscribers.add_subscriber(session, email=address, status=State.PENDING, nonce=new_nonce(),
                                    now=now)
         return Change(sub, "created", True)
-    if sub.status == "confirmed":
+    if sub.status == State.CONFIRMED:
         return Change(sub, "already", False)
-    if sub.status != "pending":
-        _set_state(sub, "pending", now)
+    if sub.status != State.PENDING:
+        _set_state(sub, State.PENDING, now)
     return Change(sub, "pending", True)
 
 
@@ -119,23 +128,35 @@ def add_confirmed(session: Session, address: str, now: datetime) -> Change:
     opt-out wins (remove them first to really add them again)."""
     sub = subscribers.subscriber_by_key(session, address.lower())
     if sub is None:
-        sub = subscribers.add_subscriber(session, email=address, status="confirmed",
+        sub = subscribers.add_subscriber(session, email=address, status=State.CONFIRMED,
                                    nonce=new_nonce(), now=now)
         return Change(sub, "created", False)
-    if sub.status == "pending":
-        _set_state(sub, "confirmed", now)
+    if sub.status == State.PENDING:
+        _set_state(sub, State.CONFIRMED, now)
         return Change(sub, "confirmed", False)
-    if sub.status == "confirmed":
+    if sub.status == State.CONFIRMED:
         return Change(sub, "already", False)
     return Change(sub, "kept", False)
 
 
+def awaiting_confirmation(session: Session, claim: ConfirmClaim) -> Subscriber | None:
+    """The subscriber a valid confirmation token names, if its link still
+    applies: the one rule for confirm links (the web page that shows the
+    button and ``confirm`` both ask it). The subscriber must still be pending
+    and hold the token's nonce, which every state change rotates, so a link
+    works once and stops working after an unsubscribe or a new request."""
+    sub = session.get(Subscriber, claim.subscriber_id)
+    if sub is None or sub.status != State.PENDING or sub.token_nonce != claim.nonce:
+        return None
+    return sub
+
+
 def confirm(session: Session, claim: ConfirmClaim, now: datetime) -> Subscriber:
     """Confirm the subscriber a valid confirmation token names, once."""
-    sub = session.get(Subscriber, claim.subscriber_id)
-    if sub is None or sub.token_nonce != claim.nonce or sub.status != "pending":
+    sub = awaiting_confirmation(session, claim)
+    if sub is None:
         raise LinkUsed("this confirmation link has already been used or is no longer valid")
-    _set_state(sub, "confirmed", now)
+    _set_state(sub, State.CONFIRMED, now)
     return sub
 
 
@@ -145,10 +166,28 @@ def unsubscribe(session: Session, claim: UnsubscribeClaim, now: datetime) -> boo
     sub = session.get(Subscriber, claim.subscriber_id)
     if sub is None or address_tag(sub.email_key) != claim.address_tag:
         return False
-    if sub.status == "unsubscribed":
+    if sub.status == State.UNSUBSCRIBED:
         return False
-    _set_state(sub, "unsubscribed", now)
+    _set_state(sub, State.UNSUBSCRIBED, now)
     return True
+
+
+def unsubscribe_address(session: Session, claim: UnsubscribeClaim) -> str | None:
+    """The address a valid unsubscribe token is about, for the page to name it;
+    None when that subscriber was removed (or the token names someone else)."""
+    sub = session.get(Subscriber, claim.subscriber_id)
+    if sub is None or address_tag(sub.email_key) != claim.address_tag:
+        return None
+    return str(sub.email)
+
+
+def mask_address(address: str) -> str:
+    """``reader@example.org`` -> ``r***@example.org``: enough for its owner to
+    recognise it, not enough for someone who got hold of the link to learn it."""
+    local, at, domain = address.rpartition("@")
+    if not at or not local:
+        return "***"
+    return f"{local[0]}***@{domain}"
 
 
 def remove(session: Session, address: str) -> bool:
@@ -182,41 +221,19 @@ def subscribe(
 
 # --- the confirmation mail -------------------------------------------------------------------
 
-MAIL_STRINGS = {
-    "zh": {"subject": "请确认订阅「{title}」"},
-    "en": {"subject": "Please confirm your subscription to “{title}”"},
-}
-
-
-def _load_mail_template(name: str) -> str | None:
-    try:
-        return resources.files("bot.templates").joinpath("mail", name).read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-
-
-@lru_cache(maxsize=1)
-def mail_templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(_load_mail_template),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html",)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-
-
 def confirmation_mail(settings: Settings, tokens: Tokens, sub: Subscriber) -> tuple[str, str, str]:
-    """(subject, text, html) of the confirmation mail for a pending subscriber."""
+    """(subject, text, html) of the confirmation mail for a pending subscriber,
+    in ``settings.language`` (templates ``mail/confirm.*``)."""
     link = confirm_url(settings.base_url, tokens.confirm_token(sub.id, sub.token_nonce))
     context = {
-        "lang": settings.language, "title": settings.title, "link": link,
-        "hours": settings.confirm_ttl_hours, "home": settings.base_url.rstrip("/") + "/",
-        "address": sub.email,
+        "title": settings.title, "link": link, "hours": settings.confirm_ttl_hours,
+        "home": settings.base_url.rstrip("/") + "/", "address": sub.email,
     }
-    env = mail_templates()
-    subject = MAIL_STRINGS[settings.language]["subject"].format(title=settings.title)
-    return (subject, env.get_template("confirm.txt").render(context),
-            env.get_template("confirm.html").render(context))
+    code = settings.language
+    subject = language(code).gettext("Please confirm your subscription to “%(title)s”",
+                                     title=settings.title)
+    return (subject, render_template(code, "mail/confirm.txt", **context),
+            render_template(code, "mail/confirm.html", **context))
 
 
 def send_confirmation(settings: Settings, tokens: Tokens, sender: Sender, sub: Subscriber) -> None:
@@ -230,34 +247,110 @@ def send_confirmation(settings: Settings, tokens: Tokens, sender: Sender, sub: S
 
 @dataclass(frozen=True)
 class CsvRow:
+    """One line of an import file that is not blank and not the header."""
+
     line: int
     address: str | None  # normalised, or None with an error
     error: str | None = None
+    duplicate_of: int | None = None  # the line where this address came first
 
 
-def read_csv(text: str) -> Iterator[CsvRow]:
-    """Addresses from a CSV: the column named ``email`` if the first row names
-    one, else the first column. Bad rows come back with an error and their line."""
-    reader = csv.reader(io.StringIO(text))
+HEADER_NAMES = {"email", "e-mail", "email address", "e-mail address", "mail", "address"}
+MAX_LINE = 10_000  # characters; no address line is longer, and csv refuses fields over 128 KB
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as an editor numbers lines (not str.splitlines)
+
+
+def read_csv(data: bytes | str) -> Iterator[CsvRow]:
+    """Addresses from a CSV file, one verdict per line that is not blank.
+
+    Each physical line is read on its own, so a stray quote spoils that line
+    only (a CSV reader would read on to the next quote, swallowing every line
+    in between). The column named ``email`` (or ``e-mail``, ``address``...) in
+    a header line is used, else the first; when that field is not an address
+    but exactly one other field is, that one is taken, so every valid address
+    in the file is found. Bytes in any encoding are accepted (UTF-8 or UTF-16
+    with a BOM, else UTF-8 line by line with Latin-1 where that fails:
+    addresses are ASCII). A repeated address comes back with ``duplicate_of``.
+    """
     column = 0
+    seen: dict[str, int] = {}
     first = True
-    for fields in reader:
-        line = reader.line_num
+    for number, text in enumerate(_lines(data), 1):
+        if not text.strip():
+            continue
+        if len(text) > MAX_LINE:
+            yield CsvRow(number, None, f"the line is too long ({len(text):,} characters)")
+            first = False
+            continue
+        fields = _fields(text)
         if first:
             first = False
-            names = [f.strip().lower().lstrip("\ufeff") for f in fields]
-            if "email" in names:
-                column = names.index("email")
+            names = [f.strip().strip("\ufeff").strip().lower() for f in fields]
+            header = [i for i, name in enumerate(names) if name in HEADER_NAMES]
+            if header:
+                column = header[0]
                 continue
-        if not fields or not any(f.strip() for f in fields):
-            continue
-        if column >= len(fields):
-            yield CsvRow(line, None, "no email column in this row")
-            continue
+        row = _row(number, fields, column)
+        if row.address is not None:
+            key = row.address.lower()
+            if key in seen:
+                row = CsvRow(number, row.address, duplicate_of=seen[key])
+            else:
+                seen[key] = number
+        yield row
+
+
+def _lines(data: bytes | str) -> Iterator[str]:
+    """The file's lines as text, whatever its encoding (see ``read_csv``)."""
+    if isinstance(data, str):
+        yield from _LINE_BREAK.split(data.lstrip("\ufeff"))
+        return
+    for bom, encoding in ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"),
+                          (b"\xfe\xff", "utf-16-be")):
+        if data.startswith(bom) and encoding.startswith("utf-16"):
+            yield from _LINE_BREAK.split(data[len(bom):].decode(encoding, errors="replace"))
+            return
+        if data.startswith(bom):
+            data = data[len(bom):]
+    for raw in re.split(rb"\r\n|\r|\n", data):
         try:
-            yield CsvRow(line, normalize_address(fields[column]))
-        except AddressError as exc:
-            yield CsvRow(line, None, exc.message)
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            yield raw.decode("latin-1")
+
+
+def _fields(text: str) -> list[str]:
+    try:
+        return next(csv.reader([text], strict=False))
+    except (csv.Error, StopIteration):  # a NUL byte, ...: split by hand
+        return text.replace("\0", "").split(",")
+
+
+def _row(number: int, fields: list[str], column: int) -> CsvRow:
+    """The line's address: its email column, else its only other valid address."""
+    wanted = fields[column].strip().strip('"').strip() if column < len(fields) else ""
+    try:
+        return CsvRow(number, normalize_address(_bare(wanted)))
+    except AddressError as exc:
+        problem = (exc.message if wanted else "no email address in this line"
+                   if column < len(fields) else "no email column in this row")
+    others = []
+    for i, field in enumerate(fields):
+        if i != column and "@" in field:
+            with contextlib.suppress(AddressError):
+                others.append(normalize_address(_bare(field.strip().strip('"').strip())))
+    if len(set(others)) == 1:
+        return CsvRow(number, others[0])
+    if len(set(others)) > 1:
+        problem += f"; the line holds {len(set(others))} other addresses, so none is taken"
+    return CsvRow(number, None, problem)
+
+
+def _bare(text: str) -> str:
+    """``Ann <ann@example.org>`` -> ``ann@example.org``; anything else as it is."""
+    if text.endswith(">") and "<" in text:
+        return text[text.rindex("<") + 1:-1]
+    return text
 
 
 EXPORT_FIELDS = ("email", "status", "created_at", "confirmed_at", "unsubscribed_at",

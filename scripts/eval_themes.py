@@ -1,130 +1,74 @@
 #!/usr/bin/env python3
-"""Dev check for bot.themes: group the fixture feed week by week and score it.
+"""Dev check for bot.themes: group a feed week by week, show it, and score it.
 
 Writes one JSON file per ISO week (Asia/Shanghai) in the shape the scorer
-reads, runs the scorer on the labelled weeks, and with --show prints every
-week's sections for eyeballing.
+reads (what `digestbot preview --format json` prints), scores the weeks the
+labels cover, and with --show prints every week's sections with each entry's
+label and why it is there. The labelled sets (dev and held-out) and their
+scores side by side are bench/themes_quality.py.
 
     .venv/bin/python scripts/eval_themes.py --show
+    .venv/bin/python scripts/eval_themes.py --feed tests/fixtures/eval/pl-dev-en.xml \\
+        --labels tests/fixtures/eval/pl-dev-en_labels.tsv --show
 """
 
 from __future__ import annotations
 
 import argparse
-import html
 import json
-import re
-import subprocess
 import sys
 import tempfile
-import time
-from datetime import UTC, datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
-
-import feedparser
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from bot.themes import Group, Item, ThemeSet, group_items, load_themes  # noqa: E402
+import themes_quality as tq  # noqa: E402
 
-SHANGHAI = ZoneInfo("Asia/Shanghai")
-DEFAULT_FEED = ROOT / "tests" / "fixtures" / "messagedaily-rl.xml"
-DEFAULT_EVAL_DIR = ROOT.parent / "shared" / "eval"
-LABELLED_WEEKS = ("2026-W35", "2026-W36")
-
-
-def plain_text(markup: str) -> str:
-    """Strip tags and entities; the feed's descriptions are mostly plain already."""
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
-
-
-def iso_week(entry: feedparser.FeedParserDict) -> str:
-    parsed = entry.get("published_parsed") or entry.get("updated_parsed")
-    year, month, day, hour, minute, second = parsed[:6]
-    when = datetime(year, month, day, hour, minute, second, tzinfo=UTC).astimezone(SHANGHAI)
-    year, week, _ = when.isocalendar()
-    return f"{year}-W{week:02d}"
-
-
-def weekly_items(feed_path: Path) -> dict[str, list[Item]]:
-    feed = feedparser.parse(str(feed_path))
-    weeks: dict[str, list[Item]] = {}
-    for entry in feed.entries:
-        key = entry.get("id") or entry.get("link") or entry.get("title", "")
-        item = Item(
-            key=key,
-            title=plain_text(entry.get("title", "")),
-            summary=plain_text(entry.get("description", "")),
-        )
-        weeks.setdefault(iso_week(entry), []).append(item)
-    return dict(sorted(weeks.items()))
-
-
-def week_json(week: str, groups: list[Group], items: list[Item]) -> dict[str, object]:
-    titles = {item.key: item.title for item in items}
-    return {
-        "week": week,
-        "themes": [
-            {
-                "name": group.name,
-                "name_en": group.name_en,
-                "catch_all": group.catch_all,
-                "entries": [{"title": titles[key]} for key in group.keys],
-            }
-            for group in groups
-        ],
-    }
-
-
-def show(week: str, groups: list[Group], items: list[Item], elapsed: float) -> None:
-    titles = {item.key: item.title for item in items}
-    print(f"\n== {week}: {len(items)} entries, {len(groups)} sections ({elapsed * 1000:.0f} ms)")
-    for group in groups:
-        tag = " [catch-all]" if group.catch_all else ("" if group.theme_key else " [derived]")
-        print(f"  {group.name} / {group.name_en} ({len(group.keys)}){tag}")
-        for key in group.keys:
-            print(f"      - {titles[key][:90]}")
+from bot.themes import group_week, load_themes  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--feed", type=Path, default=DEFAULT_FEED)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--feed", type=Path, default=tq.SETS["dev"].feed)
+    parser.add_argument("--labels", type=Path, default=tq.SETS["dev"].labels)
     parser.add_argument("--themes", type=Path, default=None, help="themes file (default: packaged)")
     parser.add_argument("--out", type=Path, default=None, help="directory for week JSON files")
-    parser.add_argument("--scorer", type=Path, default=DEFAULT_EVAL_DIR / "score_grouping.py")
-    parser.add_argument("--labels", type=Path, default=DEFAULT_EVAL_DIR / "dev_labels.tsv")
     parser.add_argument("--show", action="store_true", help="print every week's sections")
     args = parser.parse_args()
 
-    themes: ThemeSet = load_themes(args.themes)
+    themes = load_themes(args.themes)
+    labels = tq.load_labels(args.labels)
+    scorer = tq.scorer()
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="eval_themes_"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for week, items in weekly_items(args.feed).items():
-        started = time.perf_counter()
-        groups = group_items(items, themes)
-        elapsed = time.perf_counter() - started
-        path = out_dir / f"{week}.json"
-        path.write_text(json.dumps(week_json(week, groups, items), ensure_ascii=False, indent=2))
-        written[week] = path
+    weeks = tq.feed_weeks(args.feed)
+    scored = []
+    for week, items in weeks.items():
+        history = [item for label, earlier in weeks.items() if label < week for item in earlier]
+        grouping = group_week(items, themes, history=history)
+        doc = tq.week_json(week, grouping.groups, items)
+        (out_dir / f"{week}.json").write_text(json.dumps(doc, ensure_ascii=False, indent=2), encoding="utf-8")
+        if any(scorer.find(labels, item.title) for item in items):
+            scored.append(doc)
         if args.show:
-            show(week, groups, items, elapsed)
-
+            fit = "" if grouping.fit.fits else "  [themes do not fit: grouped by shared terms]"
+            print(f"\n== {week}: {len(items)} entries, fit {grouping.fit.matched}/{grouping.fit.entries}{fit}")
+            titles = {item.key: item.title for item in items}
+            for group in grouping.groups:
+                print(f"  [{group.kind}] {group.name or '(catch-all)'} ({len(group.keys)})")
+                for why in group.explanations:
+                    label = scorer.find(labels, titles[why.key])
+                    code = label[1] if label else "-"
+                    top = ", ".join(f"{s.theme_key} {s.score:g}" for s in why.top[:2])
+                    print(f"      {code:8} {why.reason:17} {titles[why.key][:70]}  | {top}")
     print(f"\nweek files in {out_dir}")
-    labelled = [str(written[w]) for w in LABELLED_WEEKS if w in written]
-    if not args.scorer.exists() or not args.labels.exists():
-        print(f"scorer or labels not found ({args.scorer}, {args.labels}); skipping score")
-        return 0
-    result = subprocess.run(
-        [sys.executable, str(args.scorer), str(args.labels), *labelled],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    print(f"{' + '.join(LABELLED_WEEKS)}: {result.stdout.strip()}{result.stderr.strip()}")
-    return result.returncode
+    if scored:
+        precision, recall, f1, unlabelled = scorer.score(labels, scored)
+        print(f"{len(scored)} labelled week(s): precision {precision:.3f} recall {recall:.3f} "
+              f"f1 {f1:.3f} (unlabelled {unlabelled})")
+    return 0
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import email
-import socket
 import threading
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ from typing import Any, cast
 
 import pytest
 from aiosmtpd.controller import Controller
+from helpers import free_port, wait_until
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -63,6 +63,7 @@ class Handler:
         self.rules: list[Rule] = []
         self.delay = 0.0
         self.in_data = threading.Event()
+        self.holding = 0.0  # the delay of the message now held in DATA, 0 if none
         self.sessions: set[int] = set()
         self.commands: Counter[str] = Counter()
         self._cond = threading.Condition()
@@ -115,12 +116,15 @@ class Handler:
         rule = self._rule("DATA", list(envelope.rcpt_tos))
         if rule:
             return self._apply(rule, server)
-        if self.delay:
+        delay = self.delay
+        if delay:
+            self.holding = delay
             self.in_data.set()
             try:
-                await asyncio.sleep(self.delay)  # cancelled if the client goes away
+                await asyncio.sleep(delay)  # cancelled if the client goes away
             finally:
                 self.in_data.clear()
+                self.holding = 0.0
         with self._cond:
             self.messages.append(Received(envelope.mail_from, tuple(envelope.rcpt_tos),
                                           bytes(envelope.original_content)))
@@ -176,18 +180,17 @@ class SmtpServer:
                 self.handler._cond.wait(left)
             return list(self.handler.messages)
 
+    def wait_held(self, delay: float, timeout: float = 10.0) -> bool:
+        """Until a message is held in DATA for ``delay`` seconds: after ``delay``
+        was changed while another message sat in DATA, that is the next one."""
+        return wait_until(lambda: self.handler.holding == delay, timeout)
+
     def copies_by_recipient(self) -> Counter[str]:
         """How many messages each address received, counted by the To header."""
         return Counter(str(m.message["To"]).lower() for m in self.messages)
 
     def settings_env(self) -> dict[str, Any]:
         return {"smtp_host": self.host, "smtp_port": self.port, "smtp_security": "none"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import click
 import pytest
@@ -17,43 +12,36 @@ from conftest import FEED_FIXTURE
 from bot.cli import cli
 
 
-def digestbot(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("digestbot", path=str(Path(sys.executable).parent)) or "digestbot"
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")} | env
-    return subprocess.run([exe, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=120)
-
-
-def test_upgrade_and_poll_from_any_folder(tmp_path):
+def test_upgrade_and_poll_from_any_folder(tmp_path, digestbot):
     env = {"DIGESTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}",
            "DIGESTBOT_FEED_URLS": str(FEED_FIXTURE)}
-    up = digestbot("db", "upgrade", cwd=tmp_path, env=env)
+    up = digestbot.run("db", "upgrade", env=env)
     assert up.returncode == 0, up.stderr
-    first = digestbot("poll", cwd=tmp_path, env=env)
+    first = digestbot.run("poll", env=env)
     assert first.returncode == 0, first.stderr
     assert "77 new" in first.stdout
-    second = digestbot("poll", cwd=tmp_path, env=env)
+    second = digestbot.run("poll", env=env)
     assert "0 new entries" in second.stdout
 
 
-def test_default_database_lives_under_var(tmp_path):
-    up = digestbot("db", "upgrade", cwd=tmp_path, env={})
+def test_default_database_lives_under_var(tmp_path, digestbot):
+    up = digestbot.run("db", "upgrade", env={})
     assert up.returncode == 0, up.stderr
     assert (tmp_path / "var" / "digestbot.sqlite3").is_file()
-    polled = digestbot("poll", cwd=tmp_path, env={})
+    polled = digestbot.run("poll", env={})
     assert "77 new" in polled.stdout
 
 
-def test_unmigrated_database_gives_message_not_traceback(tmp_path):
+def test_unmigrated_database_gives_message_not_traceback(tmp_path, digestbot):
     env = {"DIGESTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}"}
-    result = digestbot("poll", cwd=tmp_path, env=env)
+    result = digestbot.run("poll", env=env)
     assert result.returncode == 1
     assert "no digestbot schema" in result.stderr and "digestbot db upgrade" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_bad_setting_fails_at_start_naming_it(tmp_path):
-    result = digestbot("poll", cwd=tmp_path, env={"DIGESTBOT_HTTP_TIMEOUT": "soon"})
+def test_bad_setting_fails_at_start_naming_it(tmp_path, digestbot):
+    result = digestbot.run("poll", env={"DIGESTBOT_HTTP_TIMEOUT": "soon"})
     assert result.returncode == 1
     assert "DIGESTBOT_HTTP_TIMEOUT: expected a number, got 'soon'" in result.stderr
 

@@ -6,6 +6,7 @@ tests exercise delivery without bot.digest / bot.render.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
@@ -16,17 +17,17 @@ from typing import Any
 
 import pytest
 from conftest import FreshDB
-from smtp import SmtpServer, add_subscribers, free_port, ledger, make_digest
+from helpers import any_db, free_port
+from smtp import SmtpServer, add_subscribers, ledger, make_digest
 from sqlalchemy import select, update
 
+from bot import leases, subscribers
 from bot import send as send_stage
-from bot import subscribers
 from bot.config import Settings
 from bot.errors import DeliveryError
 from bot.models import Delivery, Digest, Subscriber
+from bot.send import claims, loop
 from bot.send import ledger as ledger_db
-from bot.send import lock as send_lock
-from bot.send import loop
 from bot.tokens import Tokens, address_tag
 
 WEEK = "2026-W40"
@@ -35,9 +36,9 @@ UNSUB_LINK = re.compile(r"/unsubscribe/([A-Za-z0-9_.-]+)")
 
 
 @pytest.fixture
-def settings(make_settings: Callable[..., Settings], smtp_server: SmtpServer) -> Settings:
-    return make_settings(base_url="https://digest.example.org", smtp_max_retries=3,
-                         from_addr="周报 <digest@news.example.org>", **smtp_server.settings_env())
+def settings(smtp_settings: Settings) -> Settings:
+    """The shared SMTP settings, with fewer retries so a failing address gives up sooner."""
+    return dataclasses.replace(smtp_settings, smtp_max_retries=3)
 
 
 def send(settings: Settings, fresh_db: FreshDB, **kwargs: Any) -> send_stage.SendReport:
@@ -73,7 +74,8 @@ def test_sends_to_every_confirmed_subscriber_once(
     assert (report.outcome, report.sent, report.failed, report.skipped) == ("sent", 3, 0, 0)
     assert smtp_server.copies_by_recipient() == {r: 1 for r in READERS}
     row = digest_row(fresh_db, digest_id)
-    assert row.status == "sent" and row.sent_at is not None and row.lock_owner is None
+    assert row.status == "sent" and row.sent_at is not None
+    assert held(fresh_db, digest_id) == set()  # no claim outlives the send
     records = deliveries(fresh_db, digest_id)
     assert {a: d.status for a, d in records.items()} == {r: "sent" for r in READERS}
     tokens = Tokens.from_settings(settings)
@@ -212,7 +214,7 @@ def test_server_down_fails_clearly_and_leaves_everything_pending(
     assert down.value.hint and "still pending" in down.value.hint
     assert set(ledger(fresh_db.factory, digest_id).values()) == {"pending"}
     row = digest_row(fresh_db, digest_id)
-    assert row.status == "sending" and row.lock_owner is None  # lock released
+    assert row.status == "sending" and held(fresh_db, digest_id) == set()  # claims handed back
 
     server = SmtpServer(port)  # the server comes back
     server.start()
@@ -307,7 +309,7 @@ def test_an_exception_from_progress_still_records_the_message_sent(
     with pytest.raises(Stopping):
         send(settings, fresh_db, progress=progress)
     assert sorted(ledger(fresh_db.factory, digest_id).values()) == ["pending", "pending", "sent"]
-    assert digest_row(fresh_db, digest_id).lock_owner is None
+    assert held(fresh_db, digest_id) == set()
     send(settings, fresh_db)
     assert smtp_server.copies_by_recipient() == {r: 1 for r in READERS}
 
@@ -364,20 +366,37 @@ def test_dry_run_sends_nothing(settings: Settings, fresh_db: FreshDB,
     assert smtp_server.messages == [] and ledger(fresh_db.factory, digest_id) == {}
 
 
-def test_a_running_send_holds_the_lock(settings: Settings, fresh_db: FreshDB,
-                                       smtp_server: SmtpServer) -> None:
+def held(fresh_db: FreshDB, digest_id: int) -> set[str]:
+    """Workers holding claims on the digest's unfinished rows."""
+    with fresh_db.factory() as session:
+        return {owner for owner in session.scalars(select(Delivery.claimed_by).where(
+            Delivery.digest_id == digest_id, Delivery.status.in_(claims.UNFINISHED)))
+            if owner is not None}
+
+
+def claim_all(fresh_db: FreshDB, digest_id: int, owner: str, lease_until: datetime) -> None:
+    with fresh_db.factory() as session, session.begin():
+        session.execute(update(Delivery).where(Delivery.digest_id == digest_id)
+                        .values(claimed_by=owner, lease_until=lease_until))
+
+
+def test_rows_a_live_worker_holds_are_left_to_it(settings: Settings, fresh_db: FreshDB,
+                                                 smtp_server: SmtpServer) -> None:
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, READERS)
-    other = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)  # alive: this process
-    other.acquire()
-    with pytest.raises(DeliveryError, match="another send of 2026-W40 is running"):
-        send(settings, fresh_db)
-    assert smtp_server.messages == []
-    other.release()
+    with fresh_db.factory() as session, session.begin():
+        ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
+    other = leases.worker_id()  # alive: this process
+    claim_all(fresh_db, digest_id, other, datetime.now(UTC) + timedelta(minutes=5))
+    report = send(settings, fresh_db)
+    assert (report.outcome, report.sent) == ("incomplete", 0)
+    assert smtp_server.messages == [] and held(fresh_db, digest_id) == {other}
+    claim_all(fresh_db, digest_id, other, datetime.now(UTC) - timedelta(seconds=1))  # lease over
     assert send(settings, fresh_db).sent == 3
+    assert smtp_server.copies_by_recipient() == {r: 1 for r in READERS}
 
 
-def test_a_lock_left_by_a_dead_process_or_expired_is_taken_over(
+def test_rows_of_a_dead_worker_are_taken_over_at_once(
     settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
     import socket
@@ -386,34 +405,43 @@ def test_a_lock_left_by_a_dead_process_or_expired_is_taken_over(
 
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, READERS)
+    with fresh_db.factory() as session, session.begin():
+        ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     owner = f"{socket.gethostname()}:{int(dead.stdout)}:abcd"
-    future = datetime.now(UTC) + timedelta(minutes=5)
-    with fresh_db.factory() as session, session.begin():
-        session.execute(update(Digest).values(lock_owner=owner, lock_expires_at=future))
+    claim_all(fresh_db, digest_id, owner, datetime.now(UTC) + timedelta(minutes=5))
+    assert leases.is_dead(owner) and not leases.is_dead(leases.worker_id())
     assert send(settings, fresh_db).sent == 3
-
-    digest_id = make_digest(fresh_db.factory, "2026-W41")
-    past = datetime.now(UTC) - timedelta(seconds=1)
-    with fresh_db.factory() as session, session.begin():
-        session.execute(update(Digest).where(Digest.id == digest_id).values(
-            lock_owner="elsewhere:1:ffff", lock_expires_at=past))
-    assert send(settings, fresh_db, week="2026-W41").sent == 3
+    assert smtp_server.copies_by_recipient() == {r: 1 for r in READERS}
 
 
-def test_lock_is_exclusive_and_renewable(fresh_db: FreshDB) -> None:
+@any_db
+def test_claims_are_exclusive_and_renewable(fresh_db: FreshDB) -> None:
     digest_id = make_digest(fresh_db.factory)
-    first = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)
-    second = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)
-    with first:
-        with pytest.raises(DeliveryError):
-            second.acquire()
+    add_subscribers(fresh_db.factory, READERS)
+    with fresh_db.factory() as session, session.begin():
+        ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
+    first = ledger_db.DbLedger(fresh_db.factory, digest_id, 3, claim_size=2)
+    second = ledger_db.DbLedger(fresh_db.factory, digest_id, 3, claim_size=2)
+    try:
+        mine = first.unfinished(0, 10)
+        theirs = second.unfinished(0, 10)
+        assert len(mine) == 2 and len(theirs) == 1
+        assert not {r.id for r in mine} & {r.id for r in theirs}
+        assert second.unfinished(0, 10) == theirs  # its own rows, none of the first's
+        with fresh_db.factory() as session:
+            before = session.scalar(select(Delivery.lease_until).where(Delivery.id == mine[0].id))
         first.renew()
-    second.acquire()
-    with pytest.raises(DeliveryError, match="lost the send lock"):
-        first.renew()
-    second.release()
+        with fresh_db.factory() as session:
+            after = session.scalar(select(Delivery.lease_until).where(Delivery.id == mine[0].id))
+        assert before is not None and after is not None and after > before
+        # a row held by the other worker cannot be marked 'sending' by this one
+        assert first.step(None, (theirs[0], "<x@y>"))[0] == "gone"
+    finally:
+        first.close()
+        second.close()
+    assert held(fresh_db, digest_id) == set()  # close() hands unsent rows back
 
 
 def test_rate_limit(make_settings: Callable[..., Settings], fresh_db: FreshDB,
@@ -519,23 +547,21 @@ def test_ledger_commits_durably_and_restores_the_connection(fresh_db: FreshDB) -
     add_subscribers(fresh_db.factory, READERS)
     with fresh_db.factory() as session, session.begin():
         ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
-    lock = send_lock.DigestLock(fresh_db.factory, digest_id, WEEK)
-    with lock:
-        book = ledger_db.DbLedger(fresh_db.factory, digest_id, lock, 3)
-        conn = book._conn
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
-        conn.commit()
-        first, second = book.unfinished(0, 10)[:2]
-        assert book.step(None, (first, "<a@x>")) == ("claimed", False)
-        book.durable()
-        assert ledger(fresh_db.factory, digest_id)["ann@example.com"] == "sending"
-        book.step(loop.Outcome(first, "sent"), (second, "<b@x>"))
-        book.durable()  # what another connection sees once durable() returned
-        states = ledger(fresh_db.factory, digest_id)
-        assert (states["ann@example.com"], states["bob@example.com"]) == ("sent", "sending")
-        book.close()
-        with fresh_db.engine.connect() as other:  # the pooled connection is back to NORMAL
-            assert other.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    book = ledger_db.DbLedger(fresh_db.factory, digest_id, 3)
+    conn = book._conn
+    assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    conn.commit()
+    first, second = book.unfinished(0, 10)[:2]
+    assert book.step(None, (first, "<a@x>")) == ("claimed", False)
+    book.durable()
+    assert ledger(fresh_db.factory, digest_id)["ann@example.com"] == "sending"
+    book.step(loop.Outcome(first, "sent"), (second, "<b@x>"))
+    book.durable()  # what another connection sees once durable() returned
+    states = ledger(fresh_db.factory, digest_id)
+    assert (states["ann@example.com"], states["bob@example.com"]) == ("sent", "sending")
+    book.close()
+    with fresh_db.engine.connect() as other:  # the pooled connection is back to NORMAL
+        assert other.exec_driver_sql("PRAGMA synchronous").scalar() == 1
     with fresh_db.factory() as session:
         ann = session.scalars(select(Delivery).where(Delivery.id == first.id)).one()
         assert (ann.status, ann.message_id, ann.attempts) == ("sent", "<a@x>", 1)

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from smtp import SmtpServer, free_port
+from helpers import free_port
+from smtp import SmtpServer
 
 from bot import mailer
 from bot.config import Settings
@@ -30,12 +31,6 @@ TEXT = f"你好，读者\n退订：{UNSUBSCRIBE_PLACEHOLDER}\n"
 
 def parse(data: bytes) -> EmailMessage:
     return cast(EmailMessage, email.message_from_bytes(data, policy=policy.default))
-
-
-@pytest.fixture
-def settings(make_settings: Callable[..., Settings]) -> Settings:
-    return make_settings(from_addr="强化学习周报 <digest@news.example.org>",
-                         reply_to="editor@example.org")
 
 
 def test_placeholder_is_the_one_render_uses() -> None:

@@ -58,6 +58,7 @@ def test_wheel_ships_everything_it_needs(installed):
     assert any(p.startswith("migrations/versions/0001") for p in shipped)
     assert any(p.startswith("templates/web/") and p.endswith(".html") for p in shipped)
     assert any(p.startswith("templates/mail/") for p in shipped)
+    assert {"locales/zh/LC_MESSAGES/messages.po", "locales/en/LC_MESSAGES/messages.po"} <= shipped
 
 
 def test_the_main_job_runs_from_a_plain_install(installed, tmp_path):

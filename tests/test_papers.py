@@ -7,7 +7,7 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from bot.ingest.papers import extract_papers
+from bot.ingest.papers import extract_papers, reads_like_writeup
 
 FIXTURE = Path(__file__).parent / "fixtures" / "messagedaily-rl.xml"
 
@@ -170,7 +170,7 @@ def test_no_duplicates() -> None:
 def test_whitespace_normalised() -> None:
     title = "  Protocol \n Trimming  ×\tAgentGuard　 精读：编码智能体  "
     assert extract_papers(title) == ["Protocol Trimming", "AgentGuard"]
-    assert extract_papers("Up  and\tDown the  Abstraction Ladder: x") == [
+    assert extract_papers("Up  and\tDown the  Abstraction Ladder: x 精读") == [
         "Up and Down the Abstraction Ladder"
     ]
 
@@ -209,3 +209,40 @@ def test_table_covers_real_fixture_titles() -> None:
     titles = set(_fixture_titles())
     covered = [t for t, _ in REAL_TITLES if t in titles]
     assert len(covered) >= 25
+
+
+# --- only titles that read like paper write-ups (issue 11) -------------------------------
+
+BLOG_TITLES = [
+    "How PostgreSQL 18 uses asynchronous I/O",
+    "PostgreSQL 18: what is new for operators",
+    "TypeScript: the good parts",
+    "Why we moved our queue to SQLite",
+    "Rust 1.80 x Python interop",
+    "Attention Is All You Need",  # an English title alone is not a write-up's
+    "Notes on GRPO",
+    "当智能体替人跑一整天：PAI 分论坛上，AI 基础设施的三次换轨",
+]
+
+
+@pytest.mark.parametrize("title", BLOG_TITLES)
+def test_blog_titles_name_no_papers(title: str) -> None:
+    assert not reads_like_writeup(title)
+    assert extract_papers(title) == []
+
+
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("FLARE: dense rewards for coding agents", ["FLARE"]),  # an acronym before a colon
+        ("WM-R1: Training GUI Agents", ["WM-R1"]),
+        ("FooNet：中文副标题", ["FooNet"]),  # a name, then a Chinese subtitle
+        ("Alpha × Beta", ["Alpha", "Beta"]),  # × pairs names
+        ("Attention Is All You Need 精读", ["Attention Is All You Need"]),  # a reading marker
+        ("信号质量二重奏：CoVer 验证器与 DENSE 轨迹蒸馏", ["CoVer", "DENSE"]),  # an ensemble word
+    ],
+)
+def test_writeup_titles_do(title: str, expected: list[str]) -> None:
+    assert reads_like_writeup(title)
+    assert extract_papers(title) == expected
+

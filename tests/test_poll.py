@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers import any_db
 from sqlalchemy import func, select
 
 from bot import ingest
@@ -42,6 +43,7 @@ def feed_row(db, url) -> Feed:
         return s.scalar(select(Feed).where(Feed.url == url))
 
 
+@any_db
 def test_first_poll_stores_77_then_nothing_new(feed_server, feed_bytes, make_settings, fresh_db):
     url = feed_server.serve("/rl.xml", feed_bytes, headers={"Content-Type": "application/rss+xml"})
     settings = make_settings(feed_urls=url)
@@ -59,6 +61,7 @@ def test_first_poll_stores_77_then_nothing_new(feed_server, feed_bytes, make_set
     assert health.consecutive_failures == 0 and health.last_success_at is not None
 
 
+@any_db
 def test_entries_are_stored_with_papers_and_utc_dates(feed_server, feed_bytes, make_settings, fresh_db):
     url = feed_server.serve("/rl.xml", feed_bytes)
     poll(make_settings(feed_urls=url), fresh_db, None)
@@ -101,6 +104,7 @@ def test_unchanged_body_without_validators_is_not_parsed(feed_server, feed_bytes
     assert result.status == "not-modified"
 
 
+@any_db
 def test_updated_entry_is_updated_not_duplicated(feed_server, make_settings, fresh_db):
     url = feed_server.serve("/f.xml", rss(item(1) + item(2)).encode())
     settings = make_settings(feed_urls=url)
@@ -138,6 +142,7 @@ def test_item_without_date_gets_first_seen_time(feed_server, make_settings, fres
     assert entry.published_at == entry.first_seen_at
 
 
+@any_db
 def test_item_without_guid_or_link_is_keyed_by_content(feed_server, make_settings, fresh_db):
     body = rss("<item><title>No link</title><description>x</description></item>")
     url = feed_server.serve("/f.xml", body.encode())
@@ -221,6 +226,7 @@ def test_one_broken_feed_does_not_stop_the_other(feed_server, feed_bytes, make_s
     assert feed_row(fresh_db, bad).consecutive_failures == 1
 
 
+@any_db
 def test_failure_keeps_entries_and_recovery_resets_health(feed_server, make_settings, fresh_db):
     url = feed_server.serve("/f.xml", rss(item(1)).encode())
     settings = make_settings(feed_urls=url)
@@ -265,5 +271,6 @@ def test_local_file_feed_and_missing_file(tmp_path, make_settings, fresh_db):
     results = poll(make_settings(feed_urls=f"{path},{missing}"), fresh_db, None)
     assert results[0].new == 1
     assert results[1].status == "error" and "cannot read the file" in results[1].error
-    [again] = poll(make_settings(feed_urls=str(path)), fresh_db, None)
+    # feeds live in the database now: naming one polls just that one
+    [again] = poll(make_settings(feed_urls=str(path)), fresh_db, [str(path)])
     assert again.status == "not-modified"

@@ -36,7 +36,7 @@ def test_preview_json_for_a_week(polled):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["week"] == "2026-W40" and data["entry_count"] == 13
-    assert [t["catch_all"] for t in data["themes"]][-1] is True
+    assert not any(t["catch_all"] for t in data["themes"][:-1])  # a catch-all, if any, is last
     assert sum(len(t["entries"]) for t in data["themes"]) == 13
 
 
@@ -44,10 +44,11 @@ def test_preview_html_defaults_to_the_latest_week_under_var(polled):
     result = run(polled)
     assert result.exit_code == 0, result.output
     expected = polled.path.parent / "preview-2026-W40.html"
-    assert result.stdout.strip() == str(expected)
+    assert result.stdout.strip() == f"preview of 2026-W40 (html) written to {expected}"
     html = expected.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and "2026-W40" in html
-    assert "<style" not in html and UNSUBSCRIBE_PLACEHOLDER in html
+    # a marked sample unsubscribe link, never the placeholder (tests/test_operator_edges.py)
+    assert "<style" not in html and UNSUBSCRIBE_PLACEHOLDER not in html
     assert len(result.stdout) < 300  # the path, not the page
 
 
@@ -55,7 +56,14 @@ def test_preview_text_goes_to_stdout(polled):
     result = run(polled, "--week", "2026-W39", "--format", "text")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("强化学习周报 · 2026-W39（9/21–9/27）")
-    assert UNSUBSCRIBE_PLACEHOLDER in result.stdout
+    assert UNSUBSCRIBE_PLACEHOLDER not in result.stdout and "/unsubscribe/SAMPLE-" in result.stdout
+
+
+def test_preview_in_english(polled):
+    result = run(polled, "--week", "2026-W39", "--format", "text", language="en")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("RL Weekly · 2026-W39 (Sep 21 – Sep 27)")
+    assert "Read more: https://" in result.stdout and "阅读全文" not in result.stdout
 
 
 @pytest.mark.parametrize("fmt", ["html", "text", "json"])
@@ -63,7 +71,7 @@ def test_preview_out_writes_the_file(polled, tmp_path, fmt):
     out = tmp_path / "nested" / f"digest.{fmt}"
     result = run(polled, "--week", "2026-W40", "--format", fmt, "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == str(out)
+    assert result.stdout.strip() == f"preview of 2026-W40 ({fmt}) written to {out}"
     body = out.read_text(encoding="utf-8")
     assert "2026-W40" in body
     if fmt == "json":

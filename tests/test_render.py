@@ -18,16 +18,23 @@ from test_digest import (
     parsed_fixture,
     poll_fixture,
 )
+from test_templating import CJK, leftover_cjk
 
-from bot.digest import Week, build_digest, freeze_digest
+from bot.digest import DigestData, DigestEntryView, ThemeView, Week, build_digest, freeze_digest
 from bot.models import Entry
 from bot.render import (
-    STRINGS,
     UNSUBSCRIBE_PLACEHOLDER,
     Rendered,
     digest_json,
     render_digest,
+    sections,
 )
+from bot.templating import language
+
+ZH, EN = language("zh"), language("en")
+LATE_NOTE = ("Items marked “Late addition” were published in an earlier week but arrived after "
+             "that week's digest went out.")
+EMPTY_BODY = "There were no new deep reads this week. See you next week."
 
 GMAIL_CLIP_BYTES = 102 * 1024
 SCRIPT_TITLE = 'Evil</table></td></tr><script>alert("x")</script><style>*{display:none}</style> 标题'
@@ -80,20 +87,21 @@ def tags_of(html: str) -> _Tags:
 def test_json_shape(w40):
     _, data, _ = w40
     out = digest_json(data)
-    assert set(out) == {"week", "start", "end", "entry_count", "paper_count", "themes"}
+    assert set(out) == {"week", "start", "end", "entry_count", "paper_count", "note", "excluded",
+                        "themes"}
     assert (out["week"], out["start"], out["end"]) == ("2026-W40", "2026-09-28", "2026-10-04")
     assert out["entry_count"] == 13 == sum(len(t["entries"]) for t in out["themes"])
     assert out["paper_count"] == data.paper_count
     for theme in out["themes"]:
-        assert set(theme) == {"name", "name_en", "catch_all", "entries"}
+        assert set(theme) == {"name", "key", "name_en", "catch_all", "entries"}
         assert isinstance(theme["name"], str) and isinstance(theme["catch_all"], bool)
         for entry in theme["entries"]:
-            assert set(entry) == {"title", "link", "published", "papers", "late"}
+            assert set(entry) == {"id", "title", "link", "published", "papers", "late"}
             assert entry["link"].startswith("https://messagedaily.example/posts/")
             published = datetime.fromisoformat(entry["published"])
             assert W40.contains(published) and published.utcoffset() is not None
             assert isinstance(entry["papers"], list) and entry["late"] is False
-    assert [t["catch_all"] for t in out["themes"]][-1] is True
+    assert not any(t["catch_all"] for t in out["themes"][:-1])  # a catch-all, if any, is last
 
 
 # --- HTML --------------------------------------------------------------------------------
@@ -118,7 +126,7 @@ def test_html_is_inlined_and_self_contained(w40):
 
 def test_html_shows_the_week_its_themes_and_entries(w40):
     _, data, rendered = w40
-    assert rendered.subject == "强化学习周报 · 2026-W40（9/28–10/4）· 13 篇精读 · 24 篇论文"
+    assert rendered.subject == "强化学习周报 · 2026 年第 40 周（9/28–10/4）· 13 篇精读 · 24 篇论文"
     assert f"<title>{rendered.subject}</title>" in rendered.html
     for theme in data.themes:
         assert theme.name in rendered.html
@@ -192,7 +200,7 @@ def test_subject_has_no_line_breaks(fresh_db, make_settings):
         session.commit()
         rendered = render_digest(build_digest(session, W40, settings), settings)
     assert "\r" not in rendered.subject and "\n" not in rendered.subject
-    assert rendered.subject.startswith("周报 Bcc: victim@example.org · 2026-W40")
+    assert rendered.subject.startswith("周报 Bcc: victim@example.org · 2026 年第 40 周")
 
 
 def test_late_entries_are_marked(fresh_db, make_settings):
@@ -208,7 +216,8 @@ def test_late_entries_are_marked(fresh_db, make_settings):
         rendered = render_digest(build_digest(session, W40, settings), settings)
     assert rendered.html.count(">补录</span>") == 1
     assert "[补录]" in next(line for line in rendered.text.splitlines() if "迟到的精读" in line)
-    assert STRINGS["zh"]["late_note"] in rendered.text
+    assert ZH.gettext(LATE_NOTE) in rendered.text
+    assert ZH.gettext(LATE_NOTE).startswith("标有「补录」")
 
 
 def test_english_strings(fresh_db, make_settings):
@@ -221,15 +230,75 @@ def test_english_strings(fresh_db, make_settings):
     assert 'lang="en"' in rendered.html
     assert "Unsubscribe: " + UNSUBSCRIBE_PLACEHOLDER in rendered.text
     assert rendered.preheader.startswith("This week: ")
-    assert set(STRINGS["en"]) >= set(STRINGS["zh"]) - {"range_sep"}
+    assert EN.gettext(LATE_NOTE) == LATE_NOTE and EN.gettext(EMPTY_BODY) == EMPTY_BODY
+
+
+def test_english_edition_has_no_chinese_but_the_feeds_own_text(fresh_db, make_settings):
+    """The bundled feed is Chinese; with DIGESTBOT_LANGUAGE=en (and no title
+    set) only the entries' titles, summaries and paper names, and the names of
+    themes that have no English name, may be Chinese."""
+    settings = make_settings(language="en")
+    poll_fixture(settings, fresh_db.factory)
+    with fresh_db.factory() as session:
+        data = build_digest(session, W40, settings)
+        empty = render_digest(build_digest(session, Week(2026, 44), settings), settings)
+    rendered = render_digest(data, settings)
+    feed_text = [text for entry in data.entries for text in (entry.title, entry.summary, *entry.papers)]
+    unnamed = [theme.name for theme in data.themes if not theme.name_en]
+    assert not unnamed, f"themes without an English name (left out of the check): {unnamed}"
+    visible = html_text(rendered.html)
+    assert "Wed, Sep 30" in visible and "Credit assignment & process rewards" in visible
+    assert leftover_cjk(visible, feed_text + unnamed) == []
+    assert leftover_cjk(rendered.text, feed_text + unnamed) == []
+    assert leftover_cjk(rendered.subject + rendered.preheader, unnamed) == []
+    assert rendered.subject.startswith("RL Weekly · 2026-W40")
+    for part in (empty.subject, empty.html, empty.text):
+        assert not CJK.search(part), part
+
+
+def test_english_edition_translates_catch_all_and_derived_sections():
+    """Sections whose words are not in the themes file get them from the catalogue."""
+    entry = DigestEntryView(entry_id=1, title="t", link=None, published=datetime(2026, 9, 30, tzinfo=UTC),
+                            papers=(), summary="s", late=False)
+    catch_all = ThemeView(name="其他精读", name_en=None, description="本周其余值得一读的精读。",
+                          catch_all=True, entries=(entry,))
+    derived = ThemeView(name="Harness / 脚手架", name_en="Harness", description="按共享关键词自动归组：…",
+                        catch_all=False, entries=(entry,), derived=True)
+    data = DigestData(week=W40, themes=(derived, catch_all), entry_count=2, paper_count=0)
+    zh = sections(data, language("zh"))
+    en = sections(data, language("en"))
+    assert [(s.name, s.subtitle, s.description) for s in zh] == [
+        ("Harness / 脚手架", "Harness", "按共享关键词自动归组：Harness / 脚手架"),
+        ("其他精读", None, "本周其余值得一读的精读。")]
+    assert [(s.name, s.subtitle, s.description) for s in en] == [
+        ("Harness", None, "Grouped automatically by shared keywords: Harness"),
+        ("More deep reads", None, "The week's other deep reads worth a look.")]
+    assert [s.anchor for s in en] == ["theme-1", "theme-2"]
+
+
+def html_text(html: str) -> str:
+    """What a reader sees of an HTML mail: its text, entities decoded, plus the title."""
+    parser = _Text()
+    parser.feed(html)
+    return "\n".join(parser.chunks)
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.chunks: list[str] = []
+
+    def handle_data(self, data):
+        self.chunks.append(data)
 
 
 def test_empty_week_renders_when_asked(fresh_db, make_settings):
     settings = make_settings(send_empty="true")
     with fresh_db.factory() as session:
         rendered = render_digest(build_digest(session, W40, settings), settings)
-    assert rendered.subject == "强化学习周报 · 2026-W40（9/28–10/4）· 本周没有新精读"
-    assert STRINGS["zh"]["empty_body"] in rendered.html and STRINGS["zh"]["empty_body"] in rendered.text
+    assert rendered.subject == "强化学习周报 · 2026 年第 40 周（9/28–10/4）· 本周没有新精读"
+    assert ZH.gettext(EMPTY_BODY) in rendered.html and ZH.gettext(EMPTY_BODY) in rendered.text
+    assert ZH.gettext(EMPTY_BODY) == "这一周没有新的精读。下周见。"
     assert UNSUBSCRIBE_PLACEHOLDER in rendered.html and UNSUBSCRIBE_PLACEHOLDER in rendered.text
 
 

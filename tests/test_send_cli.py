@@ -8,20 +8,20 @@ import io
 import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 from conftest import FEED_FIXTURE, FreshDB
+from helpers import Digestbot, wait_until
 from smtp import SmtpServer, add_subscribers, ledger, make_digest
+from sqlalchemy import select
 
 from bot import subscribers
 from bot.cli import cli
 from bot.digest import queries as digest_queries
-from bot.models import Digest
+from bot.models import Delivery
 
 WEEK = "2026-W40"  # the newest complete week of the fixture feed
 
@@ -110,7 +110,8 @@ def test_import_csv(env: dict[str, str], fresh_db: FreshDB, tmp_path: Path) -> N
     result = run(env, "subscribers", "import", str(path), "--confirmed")
     assert result.exit_code == 0, result.output
     assert "line 3:" in result.output and "not a valid email address" in result.output
-    assert "1 bad row(s) skipped" in result.output
+    assert ("4 line(s) read: 2 address(es) (2 added), 1 repeated line(s) skipped, 1 rejected"
+            in result.output)
     assert statuses(fresh_db) == {"ann@example.org": "confirmed", "cy@example.org": "confirmed"}
 
 
@@ -218,12 +219,6 @@ def test_feed_text_cannot_inject_headers(env: dict[str, str], fresh_db: FreshDB,
 
 # --- real processes ----------------------------------------------------------------------------
 
-def digestbot_process(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")} | env
-    return subprocess.Popen([sys.executable, "-m", "bot.cli", *args], env=full, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
 @pytest.fixture
 def slow_send(env: dict[str, str], fresh_db: FreshDB,
               smtp_server: SmtpServer) -> Iterator[tuple[dict[str, str], list[str], int]]:
@@ -231,7 +226,8 @@ def slow_send(env: dict[str, str], fresh_db: FreshDB,
     add_subscribers(fresh_db.factory, readers)
     digest_id = make_digest(fresh_db.factory, WEEK)
     smtp_server.delay = 0.2  # each message: 0.2 s between its data and the server's 250
-    env = env | {"DIGESTBOT_SMTP_HOST": smtp_server.host,
+    # one connection: the message in flight is a single, known one
+    env = env | {"DIGESTBOT_SMTP_HOST": smtp_server.host, "DIGESTBOT_SMTP_CONNECTIONS": "1",
                  "DIGESTBOT_SMTP_PORT": str(smtp_server.port), "DIGESTBOT_SMTP_SECURITY": "none"}
     yield env, readers, digest_id
 
@@ -239,19 +235,19 @@ def slow_send(env: dict[str, str], fresh_db: FreshDB,
 def wait_until_mid_data(smtp_server: SmtpServer, received: int, proc: subprocess.Popen[str],
                         timeout: float = 30) -> None:
     """Until ``received`` messages are in and the server is inside the next one's DATA."""
-    deadline = time.monotonic() + timeout
-    while not (len(smtp_server.messages) >= received and smtp_server.handler.in_data.is_set()):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the send did not get going"
-        time.sleep(0.002)
+    reached = wait_until(lambda: proc.poll() is not None or (
+        len(smtp_server.messages) >= received and smtp_server.handler.in_data.is_set()),
+        timeout, interval=0.002)
+    assert proc.poll() is None, proc.communicate()
+    assert reached, "the send did not get going"
 
 
 def test_kill_9_mid_send_then_resume_gives_everyone_exactly_one_copy(
     slow_send: tuple[dict[str, str], list[str], int], fresh_db: FreshDB,
-    smtp_server: SmtpServer,
+    smtp_server: SmtpServer, digestbot: Digestbot,
 ) -> None:
     env, readers, digest_id = slow_send
-    proc = digestbot_process(env, "send", "--week", WEEK)
+    proc = digestbot.start("send", "--week", WEEK, env=env)
     try:
         wait_until_mid_data(smtp_server, 5, proc)
         os.kill(proc.pid, signal.SIGKILL)  # mid-DATA of the sixth message
@@ -259,16 +255,18 @@ def test_kill_9_mid_send_then_resume_gives_everyone_exactly_one_copy(
         proc.wait(10)
         proc.communicate()
     assert proc.returncode == -signal.SIGKILL
-    time.sleep(0.3)  # let the server notice the dead connection
+    # the server drops the message in DATA when it notices the dead connection
+    assert wait_until(lambda: not smtp_server.handler.in_data.is_set())
     states = ledger(fresh_db.factory, digest_id)
     assert sorted(states.values()).count("sent") == len(smtp_server.messages) == 5
     assert list(states.values()).count("sending") == 1  # the message in flight
-    with fresh_db.factory() as session:
-        digest = session.get(Digest, digest_id)
-        assert digest is not None and digest.lock_owner is not None  # left behind by kill -9
+    with fresh_db.factory() as session:  # the dead worker's claims are left behind
+        holders = set(session.scalars(select(Delivery.claimed_by).where(
+            Delivery.digest_id == digest_id, Delivery.status != "sent")))
+        assert len(holders) == 1 and None not in holders
 
     smtp_server.delay = 0.0
-    again = digestbot_process(env, "send", "--week", WEEK)
+    again = digestbot.start("send", "--week", WEEK, env=env)
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0, err
     assert "15 sent, 0 failed, 0 skipped (done)" in out
@@ -278,10 +276,10 @@ def test_kill_9_mid_send_then_resume_gives_everyone_exactly_one_copy(
 
 def test_sigterm_stops_after_the_message_in_flight(
     slow_send: tuple[dict[str, str], list[str], int], fresh_db: FreshDB,
-    smtp_server: SmtpServer,
+    smtp_server: SmtpServer, digestbot: Digestbot,
 ) -> None:
     env, readers, digest_id = slow_send
-    proc = digestbot_process(env, "send", "--week", WEEK)
+    proc = digestbot.start("send", "--week", WEEK, env=env)
     try:
         wait_until_mid_data(smtp_server, 3, proc)
         proc.send_signal(signal.SIGTERM)
@@ -302,17 +300,19 @@ def test_sigterm_stops_after_the_message_in_flight(
     assert smtp_server.copies_by_recipient() == {r: 1 for r in readers}
 
 
-def test_second_send_while_one_runs_is_refused(
+def test_second_send_while_one_runs_leaves_its_rows_to_it(
     slow_send: tuple[dict[str, str], list[str], int], fresh_db: FreshDB,
-    smtp_server: SmtpServer,
+    smtp_server: SmtpServer, digestbot: Digestbot,
 ) -> None:
     env, readers, digest_id = slow_send
-    proc = digestbot_process(env, "send", "--week", WEEK)
+    proc = digestbot.start("send", "--week", WEEK, env=env)
     try:
         wait_until_mid_data(smtp_server, 1, proc)
         second = run(env, "send", "--week", WEEK)
         assert second.exit_code == 1
-        assert f"another send of {WEEK} is running" in second.output
+        assert "0 sent" in second.output
+        assert "are being sent by another send of this week" in second.output
+        assert len(smtp_server.messages) <= 1  # nothing sent twice meanwhile
     finally:
         proc.kill()
         proc.wait()

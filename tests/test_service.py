@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +19,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 from conftest import FEED_FIXTURE
+from helpers import Digestbot, free_port, wait_until
 from smtp import add_subscribers, ledger
 
 from bot import ingest
@@ -31,24 +29,15 @@ from bot.digest import queries as digest_queries
 from bot.ingest import queries as feed_queries
 from bot.service import Service, create_web_app
 
-EXE = shutil.which("digestbot", path=str(Path(sys.executable).parent)) or "digestbot"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def service_env(tmp_path: Path, database_url: str, **settings: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")}
-    env.update({
+    env = {
         "DIGESTBOT_DATABASE_URL": database_url,
         "DIGESTBOT_FEED_URLS": str(FEED_FIXTURE),
         "DIGESTBOT_SECRET_KEY": "test-secret-key-not-for-production",
         "DIGESTBOT_OUTBOX_DIR": str(tmp_path / "outbox"),
         "DIGESTBOT_LOG_LEVEL": "INFO",
-    })
+    }
     env.update({f"DIGESTBOT_{k.upper()}": v for k, v in settings.items()})
     return env
 
@@ -61,9 +50,8 @@ def get_json(url: str) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
-def start_run(tmp_path: Path, env: dict[str, str], port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([EXE, "run", "--host", "127.0.0.1", "--port", str(port)], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_run(digestbot: Digestbot, env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    return digestbot.start("run", "--host", "127.0.0.1", "--port", str(port), env=env)
 
 
 def wait_healthy(proc: subprocess.Popen[str], port: int, timeout: float = 20) -> tuple[int, Any]:
@@ -93,17 +81,15 @@ def stop(proc: subprocess.Popen[str], sig: int, timeout: float = 10) -> tuple[fl
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_run_answers_healthz_and_stops_cleanly(tmp_path, fresh_db, sig):
+def test_run_answers_healthz_and_stops_cleanly(tmp_path, fresh_db, sig, digestbot):
     port = free_port()
-    proc = start_run(tmp_path, service_env(tmp_path, fresh_db.url), port)
+    proc = start_run(digestbot, service_env(tmp_path, fresh_db.url), port)
     try:
         status, body = wait_healthy(proc, port)
         assert status == 200, body
         assert body["status"] == "ok" and body["database"] is True and body["scheduler"] == "running"
         # the poll at start really runs in this process
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not _entries(fresh_db):
-            time.sleep(0.1)
+        assert wait_until(lambda: _entries(fresh_db), timeout=15)
         assert _entries(fresh_db) == 77
     finally:
         elapsed, _out, err = stop(proc, sig)
@@ -119,9 +105,9 @@ def test_run_answers_healthz_and_stops_cleanly(tmp_path, fresh_db, sig):
     assert set(stored) == {sched.POLL_JOB_ID, sched.SEND_JOB_ID}
 
 
-def test_run_logs_at_the_configured_level(tmp_path, fresh_db):
+def test_run_logs_at_the_configured_level(tmp_path, fresh_db, digestbot):
     port = free_port()
-    proc = start_run(tmp_path, service_env(tmp_path, fresh_db.url, log_level="WARNING"), port)
+    proc = start_run(digestbot, service_env(tmp_path, fresh_db.url, log_level="WARNING"), port)
     try:
         wait_healthy(proc, port)
     finally:
@@ -130,22 +116,20 @@ def test_run_logs_at_the_configured_level(tmp_path, fresh_db):
     assert " INFO " not in err
 
 
-def test_run_on_an_unmigrated_database_says_what_to_do(tmp_path):
+def test_run_on_an_unmigrated_database_says_what_to_do(tmp_path, digestbot):
     env = service_env(tmp_path, f"sqlite:///{tmp_path / 'new.sqlite3'}")
-    result = subprocess.run([EXE, "run", "--port", str(free_port())], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = digestbot.run("run", "--port", str(free_port()), env=env, timeout=60)
     assert result.returncode == 1
     assert "digestbot db upgrade" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_run_with_the_port_taken_exits_nonzero(tmp_path, fresh_db):
+def test_run_with_the_port_taken_exits_nonzero(tmp_path, fresh_db, digestbot):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run([EXE, "run", "--host", "127.0.0.1", "--port", str(port)], cwd=tmp_path,
-                                env=service_env(tmp_path, fresh_db.url), capture_output=True,
-                                text=True, timeout=60)
+        result = digestbot.run("run", "--host", "127.0.0.1", "--port", str(port),
+                               env=service_env(tmp_path, fresh_db.url), timeout=60)
     assert result.returncode != 0
     assert "scheduler stopped" in result.stderr  # the scheduler was not left running
 
@@ -178,7 +162,7 @@ def _entries(fresh_db: Any) -> int:
 
 
 def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
-        tmp_path, fresh_db, make_settings, smtp_server):
+        tmp_path, fresh_db, make_settings, smtp_server, digestbot):
     """kill -9 of `digestbot run` in the middle of the weekly send, then `run`
     again: every subscriber ends up with exactly one copy."""
     addresses = [f"reader{i}@example.org" for i in range(8)]
@@ -202,15 +186,12 @@ def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
     smtp_server.delay = 0.3  # each message takes a while to be accepted
 
     # 1. `run` starts, sends the missed digest, and is killed in the middle of it
-    proc = start_run(tmp_path, env, free_port())
+    proc = start_run(digestbot, env, free_port())
     try:
-        deadline = time.monotonic() + 30
-        while len(smtp_server.messages) < 3:
-            assert proc.poll() is None and time.monotonic() < deadline, "no send started"
-            time.sleep(0.05)
+        wait_until(lambda: len(smtp_server.messages) >= 3 or proc.poll() is not None, timeout=30)
+        assert proc.poll() is None and len(smtp_server.messages) >= 3, "no send started"
         smtp_server.delay = 30  # the next message hangs in DATA ...
-        time.sleep(0.5)
-        assert smtp_server.handler.in_data.wait(10)
+        assert smtp_server.wait_held(30), "no message reached DATA"
         proc.kill()  # ... and the process dies before the server accepts it
     finally:
         if proc.poll() is None:
@@ -232,13 +213,11 @@ def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
 
     # 2. `run` again: the interrupted send is resumed from the ledger
     port = free_port()
-    proc = start_run(tmp_path, env, port)
+    proc = start_run(digestbot, env, port)
     try:
         wait_healthy(proc, port)
-        deadline = time.monotonic() + 30
-        while set(ledger(fresh_db.factory, digest_id).values()) != {"sent"}:
-            assert time.monotonic() < deadline, ledger(fresh_db.factory, digest_id)
-            time.sleep(0.1)
+        assert wait_until(lambda: set(ledger(fresh_db.factory, digest_id).values()) == {"sent"},
+                          timeout=30), ledger(fresh_db.factory, digest_id)
     finally:
         _elapsed, _out, err2 = stop(proc, signal.SIGTERM)
     assert proc.returncode == 0, err2

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
 from conftest import FEED_FIXTURE
+from helpers import any_db, wait_until
 
 from bot import ingest, status
 from bot import scheduler as sched
 from bot.cli import cli
+from bot.config import WEEKDAYS
 from bot.ingest import queries as feed_queries
 from bot.models import Delivery, Digest, Subscriber
 from bot.service import Service
@@ -31,19 +32,19 @@ def test_a_new_database(make_settings, fresh_db):
     assert schedule["next_send_source"] == "settings" and schedule["service_seen"] is False
     assert (schedule["send_day"], schedule["send_time"], schedule["timezone"]) == ("mon", "09:00", "Asia/Shanghai")
     assert data["last_digest"] is None
-    assert data["subscribers"] == {"pending": 0, "confirmed": 0, "unsubscribed": 0, "bounced": 0, "total": 0}
+    assert data["subscribers"] == {"pending": 0, "confirmed": 0, "unsubscribed": 0, "bounced": 0,
+                                   "complained": 0, "total": 0}
+    assert data["bounces"]["mailbox"] is None and data["bounces"]["processed"] == {}
 
 
+@any_db
 def test_feeds_schedule_digest_and_subscribers(make_settings, fresh_db, tmp_path):
     missing = str(tmp_path / "gone.xml")
     settings = make_settings(feed_urls=f"{FEED_FIXTURE},{missing}", send_day="fri", send_time="18:30")
     service = Service(settings, fresh_db.engine, fresh_db.factory, send=lambda *a, **k: None)
     service.start()
-    deadline = time.monotonic() + 10
     # the poll at start has gone through both feeds (the broken one comes last)
-    while time.monotonic() < deadline and not (_polled_at_start(fresh_db.engine)
-                                               and _failures(fresh_db, missing) == 1):
-        time.sleep(0.05)
+    assert wait_until(lambda: _polled_at_start(fresh_db.engine) and _failures(fresh_db, missing) == 1)
     service.stop()  # the job store now holds the service's jobs
     with fresh_db.factory() as session, session.begin():
         subs = [Subscriber(email=f"r{i}@example.org", email_key=f"r{i}@example.org", status=state,
@@ -61,7 +62,7 @@ def test_feeds_schedule_digest_and_subscribers(make_settings, fresh_db, tmp_path
 
     now = datetime.now(UTC)
     data = status.gather(settings, fresh_db.engine, fresh_db.factory, now=now)
-    good, bad = data["feeds"]
+    bad, good = data["feeds"]  # failing feeds first
     assert good["health"] == "ok" and good["entries"] == 77 and good["last_poll"]
     assert good["title"] == "强化学习 on MessageDaily"
     next_poll = datetime.fromisoformat(good["next_poll"])
@@ -83,19 +84,24 @@ def test_feeds_schedule_digest_and_subscribers(make_settings, fresh_db, tmp_path
 
 
 def test_a_missed_send_is_reported(make_settings, fresh_db):
-    settings = make_settings()
+    """Owed is what the database says, not the job store: here the service ran
+    at the send time two hours ago and died before it froze the digest (the
+    send is a no-op), so the store already points at next week."""
+    missed = datetime.now(SHANGHAI).replace(microsecond=0) - timedelta(hours=2)
+    settings = make_settings(send_day=WEEKDAYS[missed.weekday()], send_time=missed.time().isoformat())
+    ingest.poll_feeds(settings, fresh_db.factory)
     service = Service(settings, fresh_db.engine, fresh_db.factory, send=lambda *a, **k: None)
     service.start()
     service.stop()
-    scheduler = sched.build_scheduler(settings, sched.make_jobstore(settings.database_url))
-    scheduler.start(paused=True)
-    # the service stopped, and the send time passed two hours ago
-    missed = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
-    scheduler.modify_job(sched.SEND_JOB_ID, next_run_time=missed)
-    scheduler.shutdown(wait=False)
+    assert sched.stored_next_run_times(fresh_db.engine)[sched.SEND_JOB_ID] == missed + timedelta(days=7)
     data = status.gather(settings, fresh_db.engine, fresh_db.factory)
-    assert data["schedule"]["missed_send"] == missed.astimezone(SHANGHAI).isoformat()
-    assert data["schedule"]["next_send_source"] == "settings"
+    assert data["schedule"]["missed_send"] == missed.isoformat()
+    assert data["schedule"]["missed_week"] == "2026-W40"
+    # once that week is sent, nothing is missed
+    with fresh_db.factory() as session, session.begin():
+        session.add(Digest(week="2026-W40", status="sent", subject="s", html="", text=""))
+    data = status.gather(settings, fresh_db.engine, fresh_db.factory)
+    assert data["schedule"]["missed_send"] is None and data["schedule"]["missed_week"] is None
 
 
 def test_status_command(make_settings, fresh_db):
@@ -106,7 +112,7 @@ def test_status_command(make_settings, fresh_db):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["feeds"][0]["entries"] == 77 and data["schedule"]["next_send"]
-    table = CliRunner().invoke(cli, ["status"], env=env)
+    table = CliRunner().invoke(cli, ["status", "--format", "table"], env=env)
     assert table.exit_code == 0, table.output
     for words in ("强化学习 on", "77", "next send", "Asia/Shanghai", "last digest  none sent yet",
                   "0 confirmed", "has not run on this database yet"):

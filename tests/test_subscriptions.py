@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FreshDB
+from helpers import any_db
 
 from bot import subscribers, subscriptions
 from bot.config import Settings
@@ -46,6 +47,7 @@ def get(fresh_db: FreshDB, address: str) -> Subscriber:
         return sub
 
 
+@any_db
 def test_request_creates_pending_once_case_insensitively(fresh_db: FreshDB) -> None:
     first = subscriptions.subscribe(fresh_db.factory, "Reader@example.com", now=NOW)
     assert (first.action, first.confirm_mail, first.subscriber.status) == ("created", True,
@@ -61,6 +63,7 @@ def test_request_creates_pending_once_case_insensitively(fresh_db: FreshDB) -> N
     assert sub.created_at == NOW
 
 
+@any_db
 def test_confirm_once_then_the_link_is_used(fresh_db: FreshDB) -> None:
     sub = subscriptions.subscribe(fresh_db.factory, "a@example.com", now=NOW).subscriber
     claim = subscriptions.ConfirmClaim(sub.id, sub.token_nonce)
@@ -80,6 +83,7 @@ def test_already_confirmed_gets_no_mail(fresh_db: FreshDB) -> None:
         "already", False, "confirmed")
 
 
+@any_db
 def test_unsubscribe_is_idempotent_and_rotates_the_nonce(fresh_db: FreshDB) -> None:
     sub = subscriptions.subscribe(fresh_db.factory, "a@example.com", confirmed=True,
                                   now=NOW).subscriber
@@ -109,6 +113,7 @@ def test_resubscribing_after_unsubscribe_needs_confirmation(fresh_db: FreshDB) -
     assert (change.subscriber.status, change.confirm_mail) == ("pending", True)
 
 
+@any_db
 def test_add_confirmed_respects_an_opt_out(fresh_db: FreshDB) -> None:
     pending = subscriptions.subscribe(fresh_db.factory, "p@example.com").subscriber
     assert subscriptions.subscribe(fresh_db.factory, "p@example.com",
@@ -123,6 +128,7 @@ def test_add_confirmed_respects_an_opt_out(fresh_db: FreshDB) -> None:
     assert (change.action, change.subscriber.status) == ("kept", "unsubscribed")
 
 
+@any_db
 def test_remove_deletes_the_row(fresh_db: FreshDB) -> None:
     subscriptions.subscribe(fresh_db.factory, "a@example.com", confirmed=True)
     with fresh_db.factory() as session, session.begin():
@@ -168,6 +174,7 @@ def test_read_csv_without_header_uses_first_column() -> None:
     assert [r.address for r in rows] == ["a@example.com", "b@example.com"]
 
 
+@any_db
 def test_export_rows(fresh_db: FreshDB) -> None:
     subscriptions.subscribe(fresh_db.factory, "a@example.com", confirmed=True, now=NOW)
     with fresh_db.factory() as session:

@@ -3,9 +3,9 @@ confirmation mails and digests through a real SMTP server (aiosmtpd)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,9 +13,11 @@ import httpx
 import pytest
 import uvicorn
 from conftest import FreshDB
-from smtp import SmtpServer, add_subscribers, free_port, make_digest
+from helpers import any_db, free_port, wait_until
+from smtp import SmtpServer, add_subscribers, make_digest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import sessionmaker
+from test_templating import CJK, leftover_cjk
 
 from bot import send, subscribers
 from bot.config import Settings
@@ -39,10 +41,7 @@ class LiveServer:
 
     def __enter__(self) -> httpx.Client:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+        assert wait_until(lambda: self.server.started), "uvicorn did not start"
         self.client = httpx.Client(base_url=self.url, follow_redirects=False, timeout=10)
         return self.client
 
@@ -58,9 +57,9 @@ def port() -> int:
 
 
 @pytest.fixture
-def settings(make_settings: Callable[..., Settings], smtp_server: SmtpServer,
-             port: int) -> Settings:
-    return make_settings(base_url=f"http://127.0.0.1:{port}", **smtp_server.settings_env())
+def settings(smtp_settings: Settings, port: int) -> Settings:
+    """The shared SMTP settings, with links that lead to the live server."""
+    return dataclasses.replace(smtp_settings, base_url=f"http://127.0.0.1:{port}")
 
 
 @pytest.fixture
@@ -80,6 +79,7 @@ def no_traceback(response: httpx.Response) -> None:
     assert response.headers["content-type"].startswith("text/html")
 
 
+@any_db
 def test_subscribe_confirm_send_unsubscribe(
     web: httpx.Client, settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
@@ -154,8 +154,8 @@ def test_neutral_answer_for_new_pending_and_confirmed(
                for a in ("new@example.com", "new@example.com", "known@example.com")]
     assert {r.status_code for r in answers} == {200}
     assert answers[0].text == answers[1].text == answers[2].text
-    time.sleep(0.5)  # background mails
-    assert sorted(m.rcpt_tos[0] for m in smtp_server.messages) == [
+    # the two confirmation mails (background tasks); none for the confirmed address
+    assert sorted(m.rcpt_tos[0] for m in smtp_server.wait_for(2)) == [
         "new@example.com", "new@example.com"]  # nothing to the confirmed address
 
 
@@ -247,10 +247,11 @@ def test_rate_limit_per_address(settings: Settings, fresh_db: FreshDB, port: int
                  for e in ("a@example.com", "A@example.com", "a@EXAMPLE.com", "a@example.com")]
         assert codes == [200, 200, 200, 429]
         assert client.post("/subscribe", data={"email": "b@example.com"}).status_code == 200
-    time.sleep(0.5)
-    assert sum(m.rcpt_tos[0].lower() == "a@example.com" for m in smtp_server.messages) == 3
+    mails = smtp_server.wait_for(4)  # a@ three times, b@ once
+    assert sum(m.rcpt_tos[0].lower() == "a@example.com" for m in mails) == 3
 
 
+@any_db
 def test_archive(web: httpx.Client, fresh_db: FreshDB) -> None:
     assert "还没有发出过周报" in web.get("/archive").text
     make_digest(fresh_db.factory, "2026-W40", status="sent")
@@ -311,3 +312,65 @@ def test_english_pages(make_settings: Callable[..., Settings], fresh_db: FreshDB
         page = client.get("/")
         assert "Subscribe to the weekly digest" in page.text
         assert 'action="/digest/subscribe"' in page.text  # links follow the public URL's path
+
+
+def test_english_edition_pages_and_confirmation_mail_have_no_chinese(
+    make_settings: Callable[..., Settings], fresh_db: FreshDB, port: int, smtp_server: SmtpServer
+) -> None:
+    """Every page a subscriber can meet, and the confirmation mail, with
+    DIGESTBOT_LANGUAGE=en and no title set: English only."""
+    settings = make_settings(language="en", base_url=f"http://127.0.0.1:{port}",
+                             **smtp_server.settings_env())
+    now = [1_800_000_000.0]
+    tokens = Tokens("test-secret-key-not-for-production", confirm_ttl_seconds=3600,
+                    unsubscribe_ttl_seconds=86400, clock=lambda: now[0])
+    app = create_app(settings, fresh_db.factory, tokens=tokens,
+                     limits=RateLimits(per_ip=(100, 600), per_address=(1, 3600)))
+    pages: dict[str, httpx.Response] = {}
+    with LiveServer(app, port) as client:
+        pages["home"] = client.get("/")
+        pages["bad address"] = client.post("/subscribe", data={"email": "nope"})
+        pages["check inbox"] = client.post("/subscribe", data={"email": "reader@example.com"})
+        pages["rate limited"] = client.post("/subscribe", data={"email": "reader@example.com"})
+        [mail] = smtp_server.wait_for(1)
+        body = mail.message.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+        html = mail.message.get_body(("html",)).get_content()  # type: ignore[union-attr]
+        assert mail.message["Subject"] == "Please confirm your subscription to “RL Weekly”"
+        for part in (mail.message["Subject"], body, html):
+            assert not CJK.search(part), part
+        [link] = CONFIRM_LINK.findall(body)
+        pages["confirm"] = client.get(link)
+        pages["confirmed"] = client.post(link)
+        pages["link used"] = client.post(link)
+        sid = _subscriber(fresh_db, "reader@example.com").id
+        unsubscribe = "/unsubscribe/" + tokens.unsubscribe_token(sid, "reader@example.com")
+        pages["unsubscribe"] = client.get(unsubscribe)
+        pages["unsubscribed"] = client.post(unsubscribe)
+        pages["invalid link"] = client.get(unsubscribe[:-3] + "xyz")
+        pages["archive"] = client.get("/archive")
+        pages["not found"] = client.get("/nowhere")
+        pages["wrong method"] = client.get("/subscribe")
+        pages["too large"] = client.post("/subscribe", data={"email": "a@example.com", "pad": "x" * 11000})
+        now[0] += 3601
+        pages["expired"] = client.get(link)
+    with LiveServer(create_app(settings, sessionmaker(create_engine(
+            "sqlite:////nonexistent-folder/x/db.sqlite3"))), port) as client:
+        pages["server error"] = client.get("/archive")
+    codes = {name: answer.status_code for name, answer in pages.items()}
+    assert codes == {"home": 200, "bad address": 400, "check inbox": 200, "rate limited": 429,
+                     "confirm": 200, "confirmed": 200, "link used": 400, "unsubscribe": 200,
+                     "unsubscribed": 200, "invalid link": 400, "archive": 200, "not found": 404,
+                     "wrong method": 405, "too large": 413, "expired": 410, "server error": 500}
+    for name, answer in pages.items():
+        assert 'lang="en"' in answer.text, name
+        assert not CJK.search(answer.text), (name, leftover_cjk(answer.text, []))
+    assert "That doesn&#39;t look like an email address" in pages["bad address"].text
+    assert "You won&#39;t receive “RL Weekly” any more." in pages["unsubscribed"].text
+    assert "Confirmation links work for 72 hours" in pages["expired"].text
+
+
+def _subscriber(fresh_db: FreshDB, address: str) -> Subscriber:
+    with fresh_db.factory() as session:
+        sub = subscribers.subscriber_by_key(session, address)
+        assert sub is not None
+        return sub

@@ -3,14 +3,15 @@ library; its job is arguments in, a readable report out, and BotErrors turned
 into a clean message and exit code 1 (``app.reports_errors``).
 
 One module per command group: ``database``, ``feeds`` (poll, feeds),
-``digest`` (preview, send), ``subscribers``, ``service`` (run, web, status).
+``digest`` (preview, send), ``subscribers``, ``service`` (run, web, status),
+``themes`` (suggest).
 """
 
 from __future__ import annotations
 
 import click
 
-from bot.cli import database, digest, feeds, service, subscribers
+from bot.cli import bounces, database, digest, dkim, draft, feeds, service, subscribers, themes
 from bot.cli.app import App
 
 
@@ -28,7 +29,9 @@ def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
 
 for command in (database.db_group, feeds.poll, feeds.feeds_command, digest.preview,
                 digest.send_command, service.run_command, service.status_command,
-                service.web_command, subscribers.subscribers_group):
+                service.web_command, subscribers.subscribers_group, draft.draft_group,
+                draft.admin_group, dkim.dkim_group, bounces.bounces_group,
+                themes.themes_group):
     cli.add_command(command)
 
 

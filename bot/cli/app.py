@@ -11,11 +11,13 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import db, logs
 from bot.config import Settings, load_settings
 from bot.errors import BotError
+from bot.terminal import markup
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,9 +70,13 @@ def reports_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except BotError as exc:
-            err_console.print(f"[bold red]error:[/] {exc.message}")
-            if exc.hint:
-                err_console.print(f"  [dim]hint:[/] {exc.hint}")
+        except (BotError, SQLAlchemyError) as exc:
+            # a read-only, damaged or unreachable database is a message too
+            error = exc if isinstance(exc, BotError) else db.explain(exc)
+            # escaped, controls dropped: a message may quote a feed or a server
+            # (``[/]``, escape sequences) or hold brackets (pip install 'digestbot[postgres]')
+            err_console.print(f"[bold red]error:[/] {markup(error.message, keep_newlines=True)}")
+            if error.hint:
+                err_console.print(f"  [dim]hint:[/] {markup(error.hint, keep_newlines=True)}")
             sys.exit(1)
     return wrapper  # type: ignore[return-value]

@@ -12,6 +12,8 @@ import click
 
 from bot import digest, render, send
 from bot.cli.app import App, console, err_console, pass_app, reports_errors
+from bot.terminal import printable
+from bot.themes.explain import explanation_json, explanation_lines
 
 
 @click.command()
@@ -22,12 +24,17 @@ from bot.cli.app import App, console, err_console, pass_app, reports_errors
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Write here (default: HTML to <var>/preview-<week>.html, text and JSON to stdout).")
 @click.option("--open", "open_it", is_flag=True, help="Open the HTML in a web browser.")
+@click.option("--explain", is_flag=True,
+              help="Say why each entry is in its section: matched terms and scores (text or json).")
 @pass_app
 @reports_errors
-def preview(app: App, week_text: str | None, fmt: str, out: str | None, open_it: bool) -> None:
+def preview(app: App, week_text: str | None, fmt: str, out: str | None, open_it: bool,
+            explain: bool = False) -> None:
     """Render a week's digest as it would be emailed, without sending anything."""
     if open_it and fmt != "html":
         raise click.UsageError("--open needs --format html")
+    if explain and fmt == "html":
+        raise click.UsageError("--explain needs --format text or --format json")
     settings = app.settings
     with app.factory() as session:
         week = (digest.parse_week(week_text, settings.timezone) if week_text
@@ -41,19 +48,55 @@ def preview(app: App, week_text: str | None, fmt: str, out: str | None, open_it:
                           "(set DIGESTBOT_SEND_EMPTY=true to send one anyway)", markup=False)
         return
     if fmt == "json":
-        body = json.dumps(render.digest_json(data), ensure_ascii=False, indent=2) + "\n"
+        doc = render.digest_json(data)
+        if explain:
+            _explain_json(doc, data)
+        body = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     else:
         rendered = render.render_digest(data, settings)
-        body = rendered.html if fmt == "html" else rendered.text
+        # no reader, so no reader's own unsubscribe link: a marked sample, never the placeholder
+        body = render.with_sample_links(rendered.html if fmt == "html" else rendered.text,
+                                        settings.base_url)
+        if explain:
+            body += _explain_text(data)
     if out is None and fmt != "html":
         click.echo(body, nl=False)
         return
     path = Path(out) if out else settings.var_dir / f"preview-{week.label}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(body, encoding="utf-8")
-    console.print(str(path), markup=False)
-    if open_it:
-        webbrowser.open(path.resolve().as_uri())
+    console.print(f"preview of {week.label} ({fmt}) written to {path}", markup=False)
+    if open_it and not _open_in_browser(path):
+        err_console.print(f"no web browser found to open it: open {path.resolve()} yourself "
+                          "(or set BROWSER to the command of one)", markup=False, highlight=False)
+
+
+def _explain_json(doc: dict[str, Any], data: digest.DigestData) -> None:
+    """Add each entry's "why" (bot.themes.explain) to the JSON of the digest."""
+    for theme_doc, theme in zip(doc["themes"], data.themes, strict=True):
+        for entry_doc, entry in zip(theme_doc["entries"], theme.entries, strict=True):
+            entry_doc["why"] = explanation_json(entry.why) if entry.why else None
+
+
+def _explain_text(data: digest.DigestData) -> str:
+    """Per section and entry, why the grouping put it there."""
+    lines = ["", "=" * 60, "Why each entry is where it is (--explain)", ""]
+    for theme in data.themes:
+        kind = "catch-all" if theme.catch_all else ("derived" if theme.derived else theme.key)
+        lines.append(f"[{kind}] {theme.name or '(catch-all)'}")
+        for entry in theme.entries:
+            lines.append(f"  - {entry.title}")
+            lines += explanation_lines(entry.why) if entry.why else ["    (placed by the editor)"]
+    return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def _open_in_browser(path: Path) -> bool:
+    """Open the file in the user's browser; False when there is none (a server,
+    a container): ``webbrowser.open`` only says so by its return value."""
+    try:
+        return bool(webbrowser.open(path.resolve().as_uri()))
+    except webbrowser.Error:
+        return False
 
 
 @click.command("send")
@@ -110,9 +153,11 @@ def send_command(app: App, week: str | None, dry_run: bool, to: str | None, rese
     if report.outcome in ("sent", "incomplete"):
         console.print(f"subject: {report.subject}\ntransport: {report.transport}", markup=False)
     for address, error in report.errors:
-        err_console.print(f"  failed: {address}: {error}", markup=False, highlight=False)
+        err_console.print(f"  failed: {address}: {printable(error)}", markup=False, highlight=False)
     for other in report.other_unfinished:
         err_console.print(f"note: the send of {other} is unfinished; "
                           f"run `digestbot send --week {other}` to finish it", markup=False)
     if report.outcome == "incomplete":
         sys.exit(130 if stop.is_set() else 1)
+    if report.outcome == "awaiting-approval":
+        sys.exit(1)

@@ -1,17 +1,29 @@
-"""`digestbot poll` and `digestbot feeds`: the ingest stage from the command line."""
+"""`digestbot poll` and `digestbot feeds ...`: the ingest stage from the command line.
+
+``feeds`` is a group: ``add``, ``list`` (also what plain ``digestbot feeds``
+shows), ``remove``, ``pause``, ``resume``, ``import``, ``export``. Each is a
+thin shell over ``bot.ingest.feeds`` and ``bot.ingest.opml``.
+"""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sys
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
-from bot import ingest
-from bot.cli.app import App, console, pass_app, reports_errors
+from bot import ingest, logs
+from bot.cli.app import App, console, err_console, pass_app, reports_errors
+from bot.cli.output import chosen_format, emit_rows, format_option
+from bot.db import transaction
+from bot.errors import BotError
+from bot.ingest import feeds as managed
+from bot.ingest import opml
 from bot.ingest import queries as feed_queries
+from bot.terminal import printable
 
 
 @click.command()
@@ -19,11 +31,19 @@ from bot.ingest import queries as feed_queries
 @pass_app
 @reports_errors
 def poll(app: App, feeds: tuple[str, ...]) -> None:
-    """Fetch feeds and store new entries: all configured feeds, or the FEEDS given."""
-    results = ingest.poll_feeds(
-        app.settings, app.factory, list(feeds) or None,
-        on_result=lambda r: console.print(r.summary(), markup=False),
-    )
+    """Fetch feeds and store new entries: every active feed (the ones in
+    DIGESTBOT_FEED_URLS are added first), or just the FEEDS given (URLs or ids)."""
+    settings = app.settings
+    # each result is printed below; the poll's own log line would repeat it (-v keeps both)
+    with contextlib.nullcontext() if app.verbose else logs.reported_by_caller("bot.ingest.poll"):
+        results = ingest.poll_feeds(
+            settings, app.factory, list(feeds) or None,
+            on_result=lambda r: console.print(printable(r.summary()), markup=False),
+        )
+    if not results:
+        console.print("no active feeds to poll: add one with `digestbot feeds add URL` "
+                      "(or resume a paused one)")
+        return
     total = sum(r.new for r in results)
     failed = sum(r.status == "error" for r in results)
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
@@ -31,40 +51,181 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
         sys.exit(1)
 
 
-@click.command("feeds")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="A table for people or JSON for scripts.")
+@click.group("feeds", invoke_without_command=True)
+@format_option
+@click.pass_context
+def feeds_command(ctx: click.Context, fmt: str | None) -> None:
+    """Manage the feeds: add, list, remove, pause, resume, import, export.
+
+    Without a command, the same as `feeds list`."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(feeds_list, fmt=fmt, show_all=False)
+
+
+@feeds_command.command("list")
+@format_option
+@click.option("--all", "show_all", is_flag=True, help="Also list removed feeds.")
 @pass_app
 @reports_errors
-def feeds_command(app: App, fmt: str) -> None:
-    """Show each feed's health: last success, last error, failures in a row."""
+def feeds_list(app: App, fmt: str | None, show_all: bool) -> None:
+    """Show each feed's health: status, last success, failures in a row, last error.
+
+    Times are in DIGESTBOT_TIMEZONE; into a pipe the output is tab-separated."""
+    fmt = chosen_format(fmt)
     with app.factory() as session:
-        rows = feed_queries.all_feeds(session)
+        rows = feed_queries.all_feeds(session, include_removed=show_all)
         counts = feed_queries.entry_counts(session)
-    if fmt == "json":
-        click.echo(json.dumps([_feed_json(feed, counts.get(feed.id, 0)) for feed in rows],
-                              ensure_ascii=False, indent=2))
+    emit_rows(fmt, FEED_COLUMNS, [_feed_row(feed, counts.get(feed.id, 0)) for feed in rows],
+              tz=app.settings.tz,
+              empty="no feeds yet: `digestbot feeds add URL`, or `digestbot poll` for "
+                    "the feeds of DIGESTBOT_FEED_URLS",
+              table_keys=("id", "name", "url", "status", "entries", "last_success_at",
+                          "consecutive_failures", "last_error"))
+
+
+# (key in tsv/csv/json, header in the table)
+FEED_COLUMNS = [("id", "id"), ("name", "name"), ("url", "feed"), ("status", "status"),
+                ("title", "title"), ("entries", "entries"),
+                ("last_polled_at", "last poll"), ("last_success_at", "last success"),
+                ("consecutive_failures", "failures"), ("failing_since", "failing since"),
+                ("last_error", "last error"), ("last_error_at", "last error at"),
+                ("added_at", "added")]
+
+
+def _feed_row(feed: Any, entries: int) -> list[Any]:
+    return [feed.id, feed.display_name, feed.url, feed.status, feed.title, entries,
+            feed.last_polled_at, feed.last_success_at, feed.consecutive_failures,
+            feed.failing_since, feed.last_error if feed.consecutive_failures else None,
+            feed.last_error_at, feed.created_at]
+
+
+@feeds_command.command("add")
+@click.argument("url")
+@click.option("--name", help="What the feed is called in the email and in `feeds list` "
+                             "(default: the feed's own title).")
+@click.option("--backfill", is_flag=True,
+              help="Mail its earlier posts in the next digest (default: they are stored "
+                   "but never mailed).")
+@pass_app
+@reports_errors
+def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
+    """Add the feed at URL (http(s) or a file path) and poll it once.
+
+    Its posts from before now are its backlog: stored and searchable, but no
+    later digest takes them, unless --backfill. Adding a feed that is already
+    there changes nothing and is not an error."""
+    with transaction(app.factory) as session:
+        added = managed.add_feed(session, url, datetime.now(UTC), name=name, backfill=backfill)
+        feed_id, normal, held = added.feed.id, added.feed.url, added.feed.backlog_before
+    if added.outcome == "exists":
+        console.print(printable(f"feed {feed_id} is already there: {normal}"
+                                + (" (name updated)" if name else "")), markup=False)
         return
-    table = Table("feed", "entries", "last success", "failures", "last error")
-    for feed in rows:
-        table.add_row(
-            feed.title and f"{feed.title}\n[dim]{feed.url}[/]" or feed.url,
-            str(counts.get(feed.id, 0)),
-            _when(feed.last_success_at),
-            str(feed.consecutive_failures),
-            feed.last_error if feed.consecutive_failures else "",
-        )
-    console.print(table if rows else "no feeds polled yet: run `digestbot poll`")
+    console.print(printable(f"{added.outcome} feed {feed_id}: {normal}"), markup=False)
+    if managed.local_path_missing(normal):
+        err_console.print(printable(f"warning: {normal} does not exist (yet)"), markup=False)
+    [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
+    console.print(printable(result.summary()), markup=False)
+    if result.status == "error":
+        err_console.print("warning: the first poll failed; the feed stays added and is polled "
+                          f"with the others (`digestbot feeds remove {feed_id}` if it was a typo)",
+                          markup=False)
+    elif held is None:
+        console.print("no digest has gone out yet, so nothing is held back: its posts belong "
+                      "to their own weeks")
+    elif backfill:
+        console.print("its earlier posts go into the next digest (--backfill)")
+    else:
+        console.print("its earlier posts are stored but never mailed (add with --backfill "
+                      "to mail them in the next digest)")
 
 
-def _feed_json(feed: Any, entries: int) -> dict[str, Any]:
-    def iso(moment: Any) -> str | None:
-        return moment.isoformat() if moment else None
-    return {"url": feed.url, "title": feed.title, "entries": entries,
-            "last_polled_at": iso(feed.last_polled_at), "last_success_at": iso(feed.last_success_at),
-            "last_error": feed.last_error, "last_error_at": iso(feed.last_error_at),
-            "consecutive_failures": feed.consecutive_failures}
+@feeds_command.command("remove")
+@click.argument("feed")
+@pass_app
+@reports_errors
+def feeds_remove(app: App, feed: str) -> None:
+    """Stop polling FEED (its URL or id) for good. Entries a digest already
+    holds stay in the archive; the others go, unless another feed carries them."""
+    with transaction(app.factory) as session:
+        done = managed.remove_feed(session, feed)
+        feed_id, url = done.feed.id, done.feed.url
+    console.print(printable(
+        f"removed feed {feed_id}: {url}\n  {done.kept} entries already mailed stay in the "
+        f"archive, {done.handed_over} now belong to another feed that carries them, "
+        f"{done.deleted} deleted"), markup=False)
 
 
-def _when(moment: Any) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "never"
+@feeds_command.command("pause")
+@click.argument("feed")
+@pass_app
+@reports_errors
+def feeds_pause(app: App, feed: str) -> None:
+    """Stop polling FEED (its URL or id) until `feeds resume`; its entries stay."""
+    with transaction(app.factory) as session:
+        found, changed = managed.set_paused(session, feed, True)
+        feed_id, url = found.id, found.url
+    state = "paused" if changed else "already paused"
+    console.print(printable(f"{state}: feed {feed_id} {url}; `digestbot feeds resume {feed_id}` "
+                            "polls it again"), markup=False)
+
+
+@feeds_command.command("resume")
+@click.argument("feed")
+@pass_app
+@reports_errors
+def feeds_resume(app: App, feed: str) -> None:
+    """Poll FEED (its URL or id) again after `feeds pause`."""
+    with transaction(app.factory) as session:
+        found, changed = managed.set_paused(session, feed, False)
+        feed_id, url = found.id, found.url
+    state = "resumed" if changed else "already active"
+    console.print(printable(f"{state}: feed {feed_id} {url}"), markup=False)
+
+
+@feeds_command.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--backfill", is_flag=True,
+              help="Mail the new feeds' earlier posts in the next digest.")
+@pass_app
+@reports_errors
+def feeds_import(app: App, file: str, backfill: bool) -> None:
+    """Add every feed listed in an OPML FILE (from any feed reader; categories
+    and nesting are fine). Feeds already there are left as they are."""
+    listed = opml.read_opml_file(file)
+    counts = {"added": 0, "restored": 0, "exists": 0, "skipped": 0}
+    now = datetime.now(UTC)
+    with transaction(app.factory) as session:
+        for item in listed:
+            try:
+                added = managed.add_feed(session, item.url, now, name=item.name,
+                                         backfill=backfill, rename=False)
+            except BotError as exc:
+                err_console.print(printable(f"skipped: {exc.message}"), markup=False)
+                counts["skipped"] += 1
+                continue
+            counts[added.outcome] += 1
+            if added.outcome != "exists":
+                console.print(printable(f"{added.outcome} feed {added.feed.id}: {added.feed.url}"),
+                              markup=False)
+    console.print(f"{len(listed)} feed(s) in {Path(file).name}: {counts['added']} added, "
+                  f"{counts['restored']} restored, {counts['exists']} already there, "
+                  f"{counts['skipped']} skipped; new feeds are polled by the next "
+                  "`digestbot poll` (or the service)", markup=False)
+
+
+@feeds_command.command("export")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write here instead of to stdout.")
+@pass_app
+@reports_errors
+def feeds_export(app: App, out: str | None) -> None:
+    """Write the feeds (active and paused) as OPML 2.0, for any feed reader or `feeds import`."""
+    with app.factory() as session:
+        listed = [opml.ExportFeed(url=feed.url, name=feed.display_name)
+                  for feed in feed_queries.all_feeds(session)]
+    data = opml.write_opml(listed, title=f"{app.settings.title}: feeds")
+    if out is None:
+        click.get_binary_stream("stdout").write(data)
+        return
+    Path(out).write_bytes(data)
+    err_console.print(f"{len(listed)} feed(s) written to {out}", markup=False)

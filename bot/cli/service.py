@@ -8,6 +8,7 @@ import click
 
 from bot import logs
 from bot.cli.app import App, console, listen_options, pass_app, reports_errors
+from bot.cli.output import chosen_format, emit_rows, flatten, format_option
 
 
 @click.command("run")
@@ -23,19 +24,24 @@ def run_command(app: App, host: str | None, port: int | None) -> None:
 
 
 @click.command("status")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="Tables for people or JSON for scripts.")
+@format_option
 @pass_app
 @reports_errors
-def status_command(app: App, fmt: str) -> None:
-    """Show feeds, the next scheduled send, the last digest and subscriber counts."""
+def status_command(app: App, fmt: str | None) -> None:
+    """Show feeds, the next scheduled send, the last digest and subscriber counts.
+
+    Times are in DIGESTBOT_TIMEZONE. tsv and csv (tsv is the default into a
+    pipe) give one `key<TAB>value` line per fact, e.g. `feeds.1.health  ok`."""
     from bot import status
 
+    fmt = chosen_format(fmt)
     data = status.gather(app.settings, app.engine, app.factory)
     if fmt == "json":
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-    else:
+    elif fmt == "table":
         status.render(data, console)
+    else:
+        emit_rows(fmt, [("key", "key"), ("value", "value")], flatten(data), tz=app.settings.tz)
 
 
 @click.command("web")
@@ -53,5 +59,8 @@ def web_command(app: App, host: str | None, port: int | None) -> None:
     host, port = host or settings.host, port or settings.port
     console.print(f"serving on http://{host}:{port} (public address {settings.base_url})",
                   markup=False)
-    uvicorn.run(application, host=host, port=port, log_level=settings.log_level.lower(),
+    # the one logging set-up (bot.logs), as for `run`: uvicorn's own lines at DEBUG only
+    logs.configure(settings.log_level)
+    uvicorn.run(application, host=host, port=port, log_config=None,
+                access_log=settings.log_level.upper() == "DEBUG",
                 proxy_headers=True, server_header=False)

@@ -6,10 +6,12 @@ import sys
 from typing import Any
 
 import click
-from rich.table import Table
 
 from bot import subscribers
 from bot.cli.app import App, console, err_console, pass_app, reports_errors
+from bot.cli.output import chosen_format, emit_rows, format_option, note
+from bot.models import SUBSCRIBER_STATES
+from bot.terminal import markup, printable
 
 
 @click.group("subscribers")
@@ -74,7 +76,7 @@ def subscribers_add(app: App, addresses: tuple[str, ...], confirmed: bool) -> No
             try:
                 address = subscriptions.normalize_address(text)
             except subscriptions.AddressError as exc:
-                err_console.print(f"[red]error:[/] {exc.message}", markup=True, highlight=False)
+                err_console.print(f"[red]error:[/] {markup(exc.message)}", highlight=False)
                 bad += 1
                 continue
             console.print(f"{address}: {adder.add(address)}", markup=False)
@@ -85,33 +87,39 @@ def subscribers_add(app: App, addresses: tuple[str, ...], confirmed: bool) -> No
 
 
 @subscribers_group.command("list")
-@click.option("--status", type=click.Choice(["pending", "confirmed", "unsubscribed", "bounced"]),
+@click.option("--status", type=click.Choice(SUBSCRIBER_STATES),
               help="Only subscribers in this state.")
+@format_option
 @pass_app
 @reports_errors
-def subscribers_list(app: App, status: str | None) -> None:
-    """Show subscribers with their state and dates (UTC)."""
-    from rich.table import Column
-
+def subscribers_list(app: App, status: str | None, fmt: str | None) -> None:
+    """Show subscribers with their state and dates (in DIGESTBOT_TIMEZONE).
+    Into a pipe the output is tab-separated, one subscriber a line."""
+    fmt = chosen_format(fmt)
     with app.factory() as session:
         rows = subscribers.list_subscribers(session, status)
         counts = subscribers.subscriber_counts(session)
-    table = Table("status", "subscribed", "confirmed", "left", "fails")
-    table.columns.insert(0, Column("email", no_wrap=True))
-    for sub in rows:
-        left = sub.unsubscribed_at if sub.status == "unsubscribed" else sub.bounced_at
-        table.add_row(sub.email, sub.status, _day(sub.created_at), _day(sub.confirmed_at),
-                      _day(left) if sub.status in ("unsubscribed", "bounced") else "",
-                      str(sub.hard_failures or ""))
-    if rows:
-        console.print(table)
-    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in
-                        ("confirmed", "pending", "unsubscribed", "bounced"))
-    console.print(f"{len(rows)} shown; {summary}" if rows or counts else "no subscribers yet")
+    emit_rows(fmt, SUBSCRIBER_COLUMNS, [_subscriber_row(sub) for sub in rows], tz=app.settings.tz,
+              empty="no subscribers yet" if not counts else "no subscribers in that state")
+    order = ("confirmed", *(s for s in SUBSCRIBER_STATES if s != "confirmed"))
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in order)
+    if counts:
+        note(fmt, f"{len(rows)} shown; {summary}")
 
 
-def _day(moment: Any) -> str:
-    return moment.strftime("%Y-%m-%d") if moment else ""
+# (key in tsv/csv/json, header in the table)
+SUBSCRIBER_COLUMNS = [("email", "email"), ("status", "status"), ("created_at", "subscribed"),
+                      ("confirmed_at", "confirmed"), ("left_at", "left"),
+                      ("hard_failures", "fails"), ("reason", "how")]
+
+
+def _subscriber_row(sub: Any) -> list[Any]:
+    left = {"unsubscribed": sub.unsubscribed_at, "bounced": sub.bounced_at,
+            "complained": sub.complained_at}.get(sub.status)
+    # how they left when the state alone doesn't say: "mail" (an unsubscribe
+    # mail), "bounce" (bounce mails, not SMTP replies); see bot.bounces
+    return [sub.email, sub.status, sub.created_at, sub.confirmed_at, left, sub.hard_failures,
+            sub.status_reason or ""]
 
 
 @subscribers_group.command("remove")
@@ -128,7 +136,7 @@ def subscribers_remove(app: App, addresses: tuple[str, ...]) -> None:
         try:
             address = subscriptions.normalize_address(text)
         except subscriptions.AddressError as exc:
-            err_console.print(f"[red]error:[/] {exc.message}", highlight=False)
+            err_console.print(f"[red]error:[/] {markup(exc.message)}", highlight=False)
             bad += 1
             continue
         with transaction(app.factory) as session:
@@ -139,31 +147,43 @@ def subscribers_remove(app: App, addresses: tuple[str, ...]) -> None:
 
 
 @subscribers_group.command("import")
-@click.argument("file", type=click.File("r", encoding="utf-8-sig"))
+@click.argument("file", type=click.File("rb"))
 @click.option("--confirmed", is_flag=True,
               help="Add as confirmed, no confirmation mails (you vouch for their consent).")
 @pass_app
 @reports_errors
 def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
     """Add the addresses in a CSV FILE: its `email` column, else its first column.
-    Bad rows are reported with their line numbers; the good ones are added."""
+
+    Every line gets a verdict: added, already there, a repeat of an earlier
+    line (one subscriber, one confirmation mail), or rejected with its line
+    number and the reason. The summary's counts add up to the lines read."""
     from bot import subscriptions
 
     adder = _Adder(app, confirmed)
-    bad = 0
+    rejected = repeated = imported = 0
     try:
         for row in subscriptions.read_csv(file.read()):
             if row.address is None:
-                err_console.print(f"line {row.line}: {row.error}", markup=False, highlight=False)
-                bad += 1
+                err_console.print(f"line {row.line}: rejected: {printable(row.error)}",
+                                  markup=False, highlight=False)
+                rejected += 1
+                continue
+            if row.duplicate_of is not None:
+                repeated += 1
                 continue
             note = adder.add(row.address)
+            imported += 1
             if "failed" in note or note.startswith("left"):
-                err_console.print(f"line {row.line}: {row.address}: {note}", markup=False)
+                err_console.print(f"line {row.line}: {row.address}: {printable(note)}", markup=False)
     finally:
         adder.close()
-    done = ", ".join(f"{n} {what}" for what, n in sorted(adder.counts.items())) or "nothing added"
-    console.print(f"{done}; {bad} bad row(s) skipped", markup=False)
+    done = ", ".join(f"{n} {what}" for what, n in sorted(adder.counts.items()))
+    rows = imported + repeated + rejected
+    console.print(f"{rows} line(s) read: {imported} address(es)" + (f" ({done})" if done else "")
+                  + f", {repeated} repeated line(s) skipped, {rejected} rejected", markup=False)
+    if rows and not imported:
+        sys.exit(1)
 
 
 @subscribers_group.command("export")

@@ -13,12 +13,20 @@ sees the same digest:
   already frozen when they turned up. They go into the next digest that is
   frozen, marked as late additions, so none is silently skipped.
 - ``DigestEntry.entry_id`` is unique, so no entry is ever in two frozen digests.
+- One article, one appearance (issue 11): an entry whose article (link key or
+  fingerprint, see ``bot.ingest.urls``) is in a frozen digest never goes into
+  another; a new feed's held-back backlog (``Entry.backlog == "held"``) goes
+  into none, and its ``"backfill"`` backlog into the next one, as late entries.
 
 This module only selects and shapes data; ``bot.render`` turns it into email.
 
 Modules: ``week`` (ISO weeks), ``build`` (choose and group a week's entries),
 ``text`` (titles, summaries, links), ``freeze`` (record a digest as its send
-starts), ``queries`` (the digest tables).
+starts), ``queries`` (the digest tables); ``views`` (the shaped digest);
+the editor's desk: ``edits`` (a week's edits over the grouping, pure),
+``draft`` (every change and the approval; the CLI and the console call it),
+``draft_queries``, ``note`` (the editor's note, Markdown to safe HTML),
+``schedule`` (the next send, and the week it covers).
 """
 
 from bot.digest.build import (

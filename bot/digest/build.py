@@ -3,8 +3,8 @@ them for rendering. Reads only; freezing is ``bot.digest.freeze``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -12,56 +12,12 @@ from sqlalchemy.orm import Session
 
 from bot import models
 from bot.config import Settings
-from bot.digest import queries
+from bot.digest import draft_queries, queries, theme_fit
+from bot.digest.edits import apply_edits
 from bot.digest.text import clean_line, safe_link, trim_summary
+from bot.digest.views import DigestData, DigestEntryView, ThemeView, section_key
 from bot.digest.week import Week, parse_week, week_of
 from bot.themes import Item, group_items, load_themes
-
-
-@dataclass(frozen=True)
-class DigestEntryView:
-    """One entry as the email shows it: plain text, a safe link, a trimmed summary."""
-
-    entry_id: int
-    title: str
-    link: str | None
-    published: datetime  # in the digest's time zone
-    papers: tuple[str, ...]
-    summary: str
-    late: bool
-
-
-@dataclass(frozen=True)
-class ThemeView:
-    name: str
-    name_en: str | None
-    description: str
-    catch_all: bool
-    entries: tuple[DigestEntryView, ...]
-
-
-@dataclass(frozen=True)
-class DigestData:
-    week: Week
-    themes: tuple[ThemeView, ...]
-    entry_count: int
-    paper_count: int
-
-    @property
-    def entries(self) -> tuple[DigestEntryView, ...]:
-        return tuple(entry for theme in self.themes for entry in theme.entries)
-
-    @property
-    def entry_ids(self) -> tuple[int, ...]:
-        return tuple(sorted(entry.entry_id for entry in self.entries))
-
-    @property
-    def late_count(self) -> int:
-        return sum(entry.late for entry in self.entries)
-
-    @property
-    def is_empty(self) -> bool:
-        return self.entry_count == 0
 
 
 def build_digest(session: Session, week: Week, settings: Settings) -> DigestData:
@@ -75,7 +31,31 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
         chosen = [(entry, False) for entry in
                   queries.unfrozen_entries_between(session, week.start, week.end)]
         chosen += [(entry, True) for entry in _late_entries(session, week)]
-    return assemble(week, chosen, settings)
+        chosen = _one_per_article(chosen)
+    # with several feeds, each entry names the feed(s) it came through
+    sources = (queries.source_names(session, [entry.id for entry, _ in chosen])
+               if queries.active_feed_count(session) > 1 else {})
+    # the editor's edits of the week, over the grouping (bot.digest.edits)
+    edits = draft_queries.week_edits(session, week.label)
+    # the weeks before tell the grouping how common a word is in this feed
+    history = theme_fit.history_items(session, week.start)
+    return apply_edits(assemble(week, chosen, settings, sources, history), edits,
+                       load_themes(settings.themes_file))
+
+
+def _one_per_article(chosen: list[tuple[models.Entry, bool]]) -> list[tuple[models.Entry, bool]]:
+    """Each article once: entries stored twice before feeds were deduplicated
+    (same link key or fingerprint) give their first one only."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for entry, late in chosen:
+        marks = {(kind, value) for kind, value in (("l", entry.link_key), ("f", entry.fingerprint))
+                 if value}
+        if marks & seen:
+            continue
+        seen |= marks
+        kept.append((entry, late))
+    return kept
 
 
 def _late_entries(session: Session, week: Week) -> list[models.Entry]:
@@ -84,13 +64,23 @@ def _late_entries(session: Session, week: Week) -> list[models.Entry]:
     earlier = sorted(parse_week(label, week.timezone) for label in frozen)
     earlier = [w for w in earlier if w < week]
     if not earlier:
-        return []
+        return _backfill(session, week, set())
     candidates = queries.unfrozen_entries_between(session, earlier[0].start, week.start)
-    return [e for e in candidates if week_of(e.published_at, week.tz).label in frozen]
+    left_out = draft_queries.excluded_in_weeks(session, frozen)  # the editor said no: not late either
+    late = [e for e in candidates
+            if week_of(e.published_at, week.tz).label in frozen and e.id not in left_out]
+    return late + _backfill(session, week, {e.id for e in late})
+
+
+def _backfill(session: Session, week: Week, taken: set[int]) -> list[models.Entry]:
+    """A feed added with --backfill: its backlog from before ``week``, whatever
+    week it was published in, goes into this (the next) digest."""
+    return [e for e in queries.backfill_entries_before(session, week.start) if e.id not in taken]
 
 
 def assemble(
-    week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings
+    week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings,
+    sources: Mapping[int, str] | None = None, history: Sequence[Item] = (),
 ) -> DigestData:
     """Group the chosen (entry, late) pairs into themes and shape them for rendering.
 
@@ -103,7 +93,9 @@ def assemble(
              papers=tuple(entry.papers or ()))
         for entry, _ in chosen
     ]
-    groups = group_items(items, load_themes(settings.themes_file)) if items else []
+    groups = group_items(items, load_themes(settings.themes_file), history=history) if items else []
+    # why each entry is where it is (`digestbot preview --explain`)
+    why = {ex.key: ex for group in groups for ex in group.explanations}
     by_key = {keys[entry.id]: (entry, late) for entry, late in chosen}
     themes = tuple(
         ThemeView(
@@ -111,8 +103,11 @@ def assemble(
             name_en=group.name_en,
             description=group.description,
             catch_all=group.catch_all,
-            entries=tuple(_view(*by_key[key], week.tz, settings.summary_length)
+            entries=tuple(replace(_view(*by_key[key], week.tz, settings.summary_length, sources or {}),
+                                  why=why.get(key))
                           for key in group.keys),
+            derived=group.theme_key is None and not group.catch_all,
+            key=section_key(group.theme_key, group.catch_all, group.name),
         )
         for group in groups
     )
@@ -131,7 +126,8 @@ def _item_keys(entries: Iterable[models.Entry]) -> dict[int, str]:
             for entry in entries}
 
 
-def _view(entry: models.Entry, late: bool, tz: ZoneInfo, summary_length: int) -> DigestEntryView:
+def _view(entry: models.Entry, late: bool, tz: ZoneInfo, summary_length: int,
+          sources: Mapping[int, str]) -> DigestEntryView:
     return DigestEntryView(
         entry_id=entry.id,
         title=clean_line(entry.title) or "(untitled)",
@@ -140,6 +136,7 @@ def _view(entry: models.Entry, late: bool, tz: ZoneInfo, summary_length: int) ->
         papers=tuple(clean_line(p) for p in entry.papers or ()),
         summary=trim_summary(entry.summary_text or "", summary_length),
         late=late,
+        source=clean_line(sources[entry.id]) if entry.id in sources else None,
     )
 
 

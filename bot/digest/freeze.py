@@ -52,6 +52,7 @@ def freeze_digest(session: Session, data: DigestData, rendered: RenderedEmail) -
         return queries.add_digest(
             session, week=data.week.label, subject=rendered.subject,
             html=rendered.html, text=rendered.text,
+            archive_html=getattr(rendered, "archive_html", None),  # the web copy, if the email is capped
             entry_count=data.entry_count, paper_count=data.paper_count,
             entries=sorted(late.items()),
         )

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Connection, Table, func, insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Connection, Table, func, insert, literal, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
-from bot.models import Digest, DigestEntry, Entry
+from bot.models import Digest, DigestEntry, Entry, EntrySource, Feed, FeedState
 
 _DIGESTS = cast(Table, Digest.__table__)
 
@@ -38,13 +38,74 @@ def digest_entries(session: Session, digest_id: int) -> list[tuple[Entry, bool]]
 
 
 def unfrozen_entries_between(session: Session, start: datetime, end: datetime) -> Sequence[Entry]:
-    """Entries with start <= published_at < end that no frozen digest holds yet."""
+    """Entries with start <= published_at < end that no frozen digest holds yet
+    and that may be mailed (see ``mailable``)."""
     frozen = select(DigestEntry.entry_id)
     return session.scalars(
         select(Entry)
-        .where(Entry.published_at >= start, Entry.published_at < end, Entry.id.not_in(frozen))
+        .where(Entry.published_at >= start, Entry.published_at < end, Entry.id.not_in(frozen),
+               *mailable())
         .order_by(Entry.published_at, Entry.id)
     ).all()
+
+
+def backfill_entries_before(session: Session, moment: datetime) -> Sequence[Entry]:
+    """The backlog a feed was added with ``--backfill``, published before ``moment``
+    and not yet in a digest: it goes into the next digest, as late additions."""
+    frozen = select(DigestEntry.entry_id)
+    return session.scalars(
+        select(Entry)
+        .where(Entry.published_at < moment, Entry.backlog == "backfill",
+               Entry.id.not_in(frozen), *mailable())
+        .order_by(Entry.published_at, Entry.id)
+    ).all()
+
+
+def mailable() -> list[ColumnElement[bool]]:
+    """Conditions an entry must meet to go into a digest (issue 11): it is not
+    a new feed's held-back backlog, and its article -- the same link key or the
+    same fingerprint (``bot.ingest.urls``) -- is in no frozen digest yet, so an
+    article mailed once is never mailed again whatever feed brings it back."""
+    mailed = aliased(Entry)
+    in_digest = select(DigestEntry.entry_id).where(DigestEntry.entry_id == mailed.id)
+    links = select(mailed.link_key).where(mailed.link_key.is_not(None), in_digest.exists())
+    prints = select(mailed.fingerprint).where(mailed.fingerprint.is_not(None), in_digest.exists())
+    return [
+        or_(Entry.backlog.is_(None), Entry.backlog != "held"),
+        or_(Entry.link_key.is_(None), Entry.link_key.not_in(links)),
+        or_(Entry.fingerprint.is_(None), Entry.fingerprint.not_in(prints)),
+    ]
+
+
+def active_feed_count(session: Session) -> int:
+    """How many feeds are polled: with more than one, each entry names its source."""
+    return session.scalar(select(func.count()).select_from(Feed)
+                          .where(Feed.status == FeedState.ACTIVE.value)) or 0
+
+
+def source_names(session: Session, entry_ids: Iterable[int]) -> dict[int, str]:
+    """entry id -> the names of the feeds that brought it, first source first,
+    each name once (``Feed.display_name``; removed feeds left out unless they
+    are all there is)."""
+    ids = sorted(set(entry_ids))
+    names: dict[int, list[tuple[bool, str]]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        primary = select(Entry.id, Feed.name, Feed.title, Feed.url, Feed.status,
+                         literal(0).label("rank")).join(Feed, Feed.id == Entry.feed_id) \
+            .where(Entry.id.in_(chunk))
+        others = select(EntrySource.entry_id, Feed.name, Feed.title, Feed.url, Feed.status,
+                        literal(1).label("rank")).join(Feed, Feed.id == EntrySource.feed_id) \
+            .where(EntrySource.entry_id.in_(chunk))
+        rows = session.execute(primary.union_all(others).order_by("rank", "url"))
+        for entry_id, name, title, url, status, _rank in rows:
+            names.setdefault(entry_id, []).append(
+                (status == FeedState.REMOVED.value, name or title or url))
+    shown = {}
+    for entry_id, found in names.items():
+        live = [name for removed, name in found if not removed] or [name for _, name in found]
+        shown[entry_id] = " · ".join(dict.fromkeys(live))
+    return shown
 
 
 def frozen_entry_ids(session: Session, entry_ids: Iterable[int]) -> set[int]:
@@ -56,8 +117,10 @@ def frozen_entry_ids(session: Session, entry_ids: Iterable[int]) -> set[int]:
 
 
 def latest_published_before(session: Session, moment: datetime) -> datetime | None:
-    """The newest publication time earlier than ``moment``, or None."""
-    return session.scalar(select(func.max(Entry.published_at)).where(Entry.published_at < moment))
+    """The newest publication time earlier than ``moment``, or None; a new
+    feed's held-back backlog does not count (no digest will hold it)."""
+    return session.scalar(select(func.max(Entry.published_at)).where(
+        Entry.published_at < moment, or_(Entry.backlog.is_(None), Entry.backlog != "held")))
 
 
 def entries_published_between(session: Session, start: datetime, end: datetime) -> Sequence[Entry]:
@@ -72,6 +135,7 @@ def entries_published_between(session: Session, start: datetime, end: datetime) 
 def add_digest(
     session: Session, *, week: str, subject: str, html: str, text: str,
     entry_count: int, paper_count: int, entries: Iterable[tuple[int, bool]],
+    archive_html: str | None = None,
 ) -> Digest:
     """Create a digest row (status 'sending') and its entry rows, then flush.
 
@@ -79,7 +143,7 @@ def add_digest(
     make the flush fail if another run froze the week or one of its entries first.
     """
     digest = Digest(week=week, status="sending", subject=subject, html=html, text=text,
-                    entry_count=entry_count, paper_count=paper_count)
+                    archive_html=archive_html, entry_count=entry_count, paper_count=paper_count)
     session.add(digest)
     session.flush()
     rows = [{"digest_id": digest.id, "entry_id": entry_id, "late": late}
@@ -110,6 +174,20 @@ def sent_digests(session: Session) -> list[tuple[str, str, datetime | None]]:
     return [(week, subject, sent_at) for week, subject, sent_at in rows]
 
 
+def latest_sent_digests(session: Session, limit: int) -> list[Digest]:
+    """The newest ``limit`` sent digests, newest week first (the archive feed)."""
+    return list(session.scalars(
+        select(Digest).where(Digest.status == "sent").order_by(Digest.week.desc()).limit(limit)))
+
+
+def sent_digest_html(session: Session, week: str) -> str | None:
+    """The HTML of a week's digest once it has been sent (the web archive), else
+    None: the copy with every entry when the email showed fewer."""
+    html = session.scalar(select(func.coalesce(Digest.archive_html, Digest.html))
+                          .where(Digest.week == week, Digest.status == "sent"))
+    return None if html is None else str(html)
+
+
 def mark_digest_sent(db: Session | Connection, digest_id: int, now: datetime) -> None:
     db.execute(update(_DIGESTS).where(_DIGESTS.c.id == digest_id)
                     .values(status="sent", sent_at=now))
@@ -118,3 +196,11 @@ def mark_digest_sent(db: Session | Connection, digest_id: int, now: datetime) ->
 def mark_digest_sending(session: Session, digest_id: int) -> None:
     session.execute(update(_DIGESTS).where(_DIGESTS.c.id == digest_id)
                     .values(status="sending"))
+
+
+def frozen_digests(session: Session, limit: int | None = None) -> list[Digest]:
+    """Every frozen digest (sending or sent), newest week first (the admin console's archive)."""
+    query = select(Digest).order_by(Digest.week.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))

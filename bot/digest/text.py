@@ -1,5 +1,5 @@
 """Shaping an entry's text for a digest: one-line titles, summaries cut at a
-sentence end, links that are safe to put in an email."""
+sentence or clause end, links that are safe to put in an email."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ from urllib.parse import urlsplit
 _SENTENCE_END = re.compile(r"[。！？][”’」』）)\"']*|[.!?][\"'”’)\]]*(?=\s|$)")
 
 
-# Failing that, a clause ends at ；; (Chinese summaries run long sentences).
+# A clause ends at ；; (Chinese summaries run long sentences).
 _CLAUSE_END = re.compile(r"[；;]")
 
 
-_MIN_SENTENCE_SHARE = 0.3  # a cut at a sentence end must keep this much of the limit
-
-
-_MIN_CLAUSE_SHARE = 0.6
-
+# The last resort before a cut inside a clause: a comma.
+_COMMA = re.compile(r"，|,(?=\s)")  # not the comma in "10,000"
 
 
 def clean_line(text: str) -> str:
@@ -28,21 +25,27 @@ def clean_line(text: str) -> str:
 
 
 def trim_summary(text: str, limit: int) -> str:
-    """Shorten plain text to at most ``limit`` characters.
+    """Shorten plain text to at most ``limit`` characters, at a boundary.
 
-    Prefer the last sentence end that keeps a fair share of the limit (the
-    reader gets whole sentences); else the last clause end, else a word or
-    character boundary, both marked with an ellipsis.
+    The cut is at the last sentence end (。！？, or .!? before a space) or
+    clause end (；;) within the limit, whichever comes later; a sentence end is
+    kept as it is, a clause end becomes an ellipsis. Only when there is
+    neither does it fall back to the last comma, and only when there is no
+    comma either is it cut inside a clause (at a word boundary for English),
+    marked with an ellipsis.
     """
     text = clean_line(text)
     if len(text) <= limit:
         return text
     sentence = _last_end(_SENTENCE_END, text, limit)
-    if sentence >= limit * _MIN_SENTENCE_SHARE:
+    clause = _last_end(_CLAUSE_END, text, limit - 1)  # room for the ellipsis
+    if sentence and sentence >= clause:
         return text[:sentence]
-    clause = _last_end(_CLAUSE_END, text, limit - 1)
-    if clause >= limit * _MIN_CLAUSE_SHARE:
-        return text[: clause - 1] + "…"
+    if clause:
+        return text[: clause - 1].rstrip() + "…"
+    comma = _last_end(_COMMA, text, limit - 1)
+    if comma:
+        return text[:comma].rstrip(" ,，、") + "…"
     cut = text[: limit - 1]
     if text[limit - 1].isascii() and text[limit - 1].isalnum() and " " in cut[-25:]:
         cut = cut.rsplit(" ", 1)[0]  # do not split an English word

@@ -13,6 +13,7 @@ DEFAULT_TIMEZONE = "Asia/Shanghai"
 
 
 WEEK_HINT = "write an ISO week as YYYY-Www, for example 2026-W40"
+MIN_YEAR, MAX_YEAR = 1970, 9998
 
 
 _WEEK_RE = re.compile(r"^\s*(\d{4})-?[Ww](\d{1,2})\s*$")
@@ -38,8 +39,11 @@ class Week:
     timezone: str = field(default=DEFAULT_TIMEZONE, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.year <= 9998:
-            raise WeekError(f"year {self.year} is out of range", hint=WEEK_HINT)
+        # a week's start and end must exist as moments in every time zone (and
+        # as Unix timestamps): 0001-W01 begins before 0001-01-01 00:00 UTC
+        if not MIN_YEAR <= self.year <= MAX_YEAR:
+            raise WeekError(f"year {self.year} is out of range: weeks from {MIN_YEAR} "
+                            f"to {MAX_YEAR} are supported", hint=WEEK_HINT)
         weeks = iso_weeks_in(self.year)
         if not 1 <= self.number <= weeks:
             raise WeekError(f"{self.year} has no ISO week {self.number}: it has weeks 1 to {weeks}",

@@ -20,6 +20,13 @@ Titles follow a handful of house styles, and the rules below mirror them:
   do we scan the prose, and then only for code-like tokens (acronyms,
   CamelCase, digits).
 
+Only a title that reads like a paper write-up is searched at all
+(``reads_like_writeup``): one with a reading marker (精读, 合读, ...), an
+ensemble word (二重奏, ...), names paired with ``×``, or a head of acronym-like
+names before a colon (``FLARE：…``, ``CoVer与DENSE：…``). A blog post's title
+("How PostgreSQL 18 uses asynchronous I/O") is none of these, so a feed of
+blog posts yields no "papers".
+
 Precision beats recall: a digest that silently omits a paper name is fine, one
 that lists "Agent" or "token" as a paper is not.  Therefore field vocabulary
 (Agent, LLM, RL, token, Harness, GRPO, …) never counts as a name on its own,
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["extract_papers"]
+__all__ = ["extract_papers", "reads_like_writeup"]
 
 MAX_NAME_LEN = 80
 
@@ -193,10 +200,34 @@ def _dedupe(names: list[str]) -> list[str]:
     return out
 
 
-def extract_papers(title: str) -> list[str]:
-    """Paper names an entry covers, in title order, de-duplicated, each stripped."""
+# the first colon of a title: the end of a "NAME: subtitle" head
+_HEAD_COLON_RE = re.compile(r"：|:(?=[\s\u3000-\u9fff]|$)")
+
+
+def reads_like_writeup(title: str) -> bool:
+    """Does the title announce a write-up of papers (see the module docstring)?"""
     text = _normalise(title)
-    if not text:
+    if _MARKER_RE.search(text) or _ENSEMBLE_RE.search(text):
+        return True
+    chinese = bool(_CJK_RE.search(text))
+    # "A × B"; a spaced "x" only in a Chinese title ("Rust x Python" is a blog's)
+    if "×" in text or (chinese and len(_PAIR_RE.split(text)) > 1):
+        return True
+    head = _HEAD_COLON_RE.split(_PAREN_RE.sub(" ", text), maxsplit=1)
+    if len(head) < 2:
+        return False
+    items, _ = _segment_items(head[0])
+    if not items or not all(_is_code_like(item) for item in items):
+        return False
+    # "FooNet：中文副标题", or an acronym ("FLARE: ..."); not "TypeScript: the good parts"
+    return bool(_CJK_RE.search(head[1])) or not any(c.islower() for item in items for c in item)
+
+
+def extract_papers(title: str) -> list[str]:
+    """Paper names an entry covers, in title order, de-duplicated, each stripped;
+    none for a title that does not read like a paper write-up."""
+    text = _normalise(title)
+    if not text or not reads_like_writeup(text):
         return []
     text = _PAREN_RE.sub(_SEP, text)
     text = _MARKER_RE.sub(_SEP, text)

@@ -11,8 +11,10 @@ import html
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from html.parser import HTMLParser
 from time import struct_time
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import feedparser
 import nh3
@@ -58,22 +60,71 @@ class ParsedFeed:
 
 
 def parse(body: bytes, url: str, content_type: str | None = None) -> ParsedFeed:
-    """Parse feed bytes; raise FeedError if feedparser finds no feed in them."""
+    """Parse feed bytes; raise FeedError if feedparser finds no feed in them.
+
+    An empty answer, or one that is neither RSS nor Atom (a web page, an error
+    page served with 200), is a failing feed, not a healthy one with 0 entries."""
+    if not body.strip():
+        raise FeedError(f"{url}: the answer is empty, not a feed",
+                        hint="open the URL and check it serves RSS or Atom; the server may be "
+                             "misconfigured or the feed moved")
     headers = {"content-location": url}
     if content_type:
         headers["content-type"] = content_type
     result = feedparser.parse(body, response_headers=headers, sanitize_html=False,
                               resolve_relative_uris=True)
     warning = None
+    problem = str(result.get("bozo_exception", "")) if result.get("bozo") else ""
+    if not result.get("version") and not result.entries:
+        raise _not_a_feed(body, url, problem)
     if result.get("bozo") and not isinstance(result.get("bozo_exception"), HARMLESS):
-        problem = str(result.get("bozo_exception", "unknown problem"))
-        if not result.get("version") and not result.entries:
-            raise FeedError(f"{url}: not a feed that can be read ({problem})",
-                            hint="open the URL and check it serves RSS or Atom")
         warning = f"the feed is not well-formed ({problem}); stored what could be read"
     title = result.feed.get("title")
     entries = tuple(_parse_entry(e, url) for e in result.entries)
     return ParsedFeed(_plain(title) if title else None, entries, warning)
+
+
+def _not_a_feed(body: bytes, url: str, problem: str) -> FeedError:
+    """The error for bytes that hold no feed, with the feed's address if it is
+    a web page that names one (``<link rel="alternate" type="application/rss+xml">``)."""
+    head = body[:2048].lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head:
+        found = _FeedLinks.find(body, url)
+        hint = ("this URL is a web page, not a feed: use the address of its RSS or Atom feed"
+                + (f"; the page names one: {found[0]}" if found else
+                   " (look for an RSS or Atom link on the page)"))
+        return FeedError(f"{url}: an HTML page, not a feed (neither RSS nor Atom)", hint=hint)
+    return FeedError(f"{url}: not a feed that can be read, neither RSS nor Atom"
+                     + (f" ({problem})" if problem else ""),
+                     hint="open the URL and check it serves RSS or Atom")
+
+
+class _FeedLinks(HTMLParser):
+    """The feed addresses a web page names in its ``<link rel="alternate">`` tags."""
+
+    TYPES = ("application/rss+xml", "application/atom+xml")
+
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        if (tag == "link" and "alternate" in values.get("rel", "").lower().split()
+                and values.get("type", "").lower() in self.TYPES and values.get("href")):
+            link = urljoin(self.base, values["href"].strip())
+            if urlsplit(link).scheme in ("http", "https"):
+                self.found.append(link)
+
+    @classmethod
+    def find(cls, body: bytes, base: str) -> list[str]:
+        parser = cls(base)
+        try:
+            parser.feed(body[:200_000].decode("utf-8", errors="replace"))
+        except Exception:  # a page too broken to read: no suggestion then
+            return []
+        return parser.found
 
 
 def _parse_entry(entry: Any, feed_url: str) -> ParsedEntry:

@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.config import Settings
 from bot.db import transaction
 from bot.errors import FeedError
+from bot.ingest import alerts, feeds, queries
 from bot.ingest import fetch as fetching
-from bot.ingest import queries
 from bot.ingest.parse import parse
 
 log = logging.getLogger(__name__)
 
+POLL_WORKERS = 8  # feeds fetched and parsed at once
+
 
 @dataclass(frozen=True)
 class PollResult:
-    """What one feed's poll did; ``status`` is ok, not-modified or error."""
+    """What one feed's poll did; ``status`` is ok, not-modified, error or
+    stopped (the service stopped while it was fetched: nothing recorded).
+
+    ``failures`` and ``failing_since`` describe the feed's failure streak: the
+    one this error continues, or, after a success, the one it just ended (0
+    and None if there was none); ``bot.ingest.alerts`` mails about them.
+    """
 
     url: str
     status: str
@@ -31,14 +40,29 @@ class PollResult:
     unchanged: int = 0
     error: str | None = None
     warning: str | None = None
+    merged: int = 0  # items that are articles already stored (another feed brought them)
+    backlog: int = 0  # of the new ones: the backlog of a feed added late
+    backfill: bool = False  # ... which goes into the next digest
+    feed_id: int | None = None
+    name: str | None = None
+    hint: str | None = None
+    failures: int = 0
+    failing_since: datetime | None = None
 
     def summary(self) -> str:
+        if self.status == "stopped":
+            return f"stopped       {self.url}: the poll was stopped"
         if self.status == "error":
             return f"error         {self.url}: {self.error}"
         if self.status == "not-modified":
             return f"not modified  {self.url}"
         line = (f"ok            {self.url}: {self.new} new, {self.updated} updated, "
                 f"{self.unchanged} unchanged")
+        if self.merged:
+            line += f", {self.merged} already stored through another feed"
+        if self.backlog:
+            line += (f" ({self.backlog} of the new ones are its backlog: "
+                     + ("they go into the next digest)" if self.backfill else "never mailed)"))
         return line + (f" (warning: {self.warning})" if self.warning else "")
 
 
@@ -56,26 +80,43 @@ def poll_feeds(
     factory: sessionmaker[Session],
     urls: Sequence[str] | None = None,
     on_result: Callable[[PollResult], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[PollResult]:
-    """Poll each feed in turn; a failing feed is recorded and the others go on."""
+    """Poll every active feed (the configured ones added first), or the feeds
+    named; a failing feed is recorded and the others go on. After each feed,
+    the admin hears of a failure streak or its end (``alerts.after_poll``).
+
+    Feeds are fetched in parallel (``POLL_WORKERS`` at a time), each under the
+    total deadline of ``DIGESTBOT_HTTP_TIMEOUT``, so one slow feed delays no
+    other. ``stop`` (set when the service stops) abandons the fetches in flight
+    at once; their feeds are reported 'stopped', not failed. Results come back
+    in the order of the feeds; ``on_result`` is called as each one ends."""
     options = fetch_options(settings)
-    results = []
-    with fetching.make_client(options) as client:
-        for url in urls or settings.feed_urls:
-            result = poll_feed(url, options, factory, client)
+    with transaction(factory) as session:
+        targets = feeds.polled_urls(session, settings, urls, datetime.now(UTC))
+    results: dict[str, PollResult] = {}
+    with fetching.make_client(options) as client, \
+            ThreadPoolExecutor(max(1, min(POLL_WORKERS, len(targets))), "digestbot-poll") as pool:
+        futures = [pool.submit(poll_feed, url, options, factory, client, stop) for url in targets]
+        for future in as_completed(futures):
+            result = future.result()
+            results[result.url] = result
+            if result.status == "stopped":
+                continue
             log.log(logging.WARNING if result.status == "error" else logging.INFO,
                     "poll %s", result.summary())
-            results.append(result)
+            alerts.after_poll(settings, factory, result)
             if on_result:
                 on_result(result)
-    return results
+    return [results[url] for url in targets if url in results]
 
 
 def poll_feed(
     url: str, options: fetching.FetchOptions, factory: sessionmaker[Session],
-    client: httpx.Client | None = None,
+    client: fetching.Fetcher | None = None, stop: threading.Event | None = None,
 ) -> PollResult:
-    """Fetch, parse and store one feed; errors end up in the feed's health record."""
+    """Fetch, parse and store one feed; errors end up in the feed's health record
+    (a fetch abandoned because the process stops is no error of the feed's)."""
     now = datetime.now(UTC)
     try:
         with factory() as session:
@@ -83,26 +124,36 @@ def poll_feed(
             etag = known.etag if known else None
             last_modified = known.last_modified if known else None
             old_hash = known.body_hash if known else None
-        fetched = fetching.fetch(url, options, etag, last_modified, client)
+            streak = (known.consecutive_failures or 0, known.failing_since) if known else (0, None)
+        try:
+            fetched = fetching.fetch(url, options, etag, last_modified, client, stop)
+        except fetching.FetchStopped:
+            return PollResult(url, "stopped")
         with transaction(factory) as session:
             feed = queries.get_or_create_feed(session, url)
+            base = PollResult(url, "not-modified", feed_id=feed.id, name=feed.display_name,
+                              failures=streak[0], failing_since=streak[1])
             if fetched.not_modified:
                 queries.record_success(feed, now)
-                return PollResult(url, "not-modified")
+                return base
             assert fetched.body is not None
             digest = fetching.body_hash(fetched.body)
             if digest == old_hash:  # same bytes as last time: nothing to parse
                 queries.record_success(feed, now, etag=fetched.etag,
                                      last_modified=fetched.last_modified)
-                return PollResult(url, "not-modified")
+                return base
             parsed = parse(fetched.body, url, fetched.content_type)
             counts = queries.save_entries(session, feed, parsed.entries, now)
             queries.record_success(feed, now, title=parsed.title, etag=fetched.etag,
                                  last_modified=fetched.last_modified, body_hash=digest)
-            return PollResult(url, "ok", counts.new, counts.updated, counts.unchanged,
-                              warning=parsed.warning)
+            return replace(base, status="ok", new=counts.new, updated=counts.updated,
+                           unchanged=counts.unchanged, warning=parsed.warning,
+                           merged=counts.merged, backlog=counts.backlog,
+                           backfill=feed.backfill, name=feed.display_name)
     except FeedError as exc:
         message = exc.message.removeprefix(f"{url}: ")
         with transaction(factory) as session:
-            queries.record_failure(session, url, now, message)
-        return PollResult(url, "error", error=message)
+            feed = queries.record_failure(session, url, now, message)
+            return PollResult(url, "error", error=message, hint=exc.hint, feed_id=feed.id,
+                              name=feed.display_name, failures=feed.consecutive_failures,
+                              failing_since=feed.failing_since)

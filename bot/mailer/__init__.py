@@ -13,6 +13,7 @@ from bot.mailer.message import (
     sender_domain,
     simple_message,
 )
+from bot.mailer.outgoing import make_sender
 from bot.mailer.senders import (
     OutboxSender,
     PermanentFailure,
@@ -21,7 +22,6 @@ from bot.mailer.senders import (
     SendFailure,
     SmtpSender,
     TemporaryFailure,
-    make_sender,
 )
 
 __all__ = [

@@ -24,7 +24,7 @@ from email.utils import format_datetime, make_msgid, parseaddr
 from bot.config import Settings
 from bot.errors import DeliveryError
 
-UNSUBSCRIBE_PLACEHOLDER = "__DIGESTBOT_UNSUBSCRIBE_URL__"  # same string as bot.render's
+UNSUBSCRIBE_PLACEHOLDER = "__DIGESTBOT_UNSUBSCRIBE_URL__"  # bot.render writes it, each message fills it in
 
 
 ONE_CLICK = "List-Unsubscribe=One-Click"
@@ -116,10 +116,16 @@ class _Body:
 class DigestMessage:
     """One digest's email, built once and personalised per recipient by splicing."""
 
-    def __init__(self, settings: Settings, subject: str, html: str, text: str) -> None:
+    def __init__(self, settings: Settings, subject: str, html: str, text: str, *,
+                 list_unsubscribe: bool = True) -> None:
+        """``list_unsubscribe=False`` leaves out List-Unsubscribe and
+        List-Unsubscribe-Post: for a test copy, which goes to no subscriber,
+        so a mail client's unsubscribe button would point nowhere true."""
+        self.list_unsubscribe_headers = list_unsubscribe
         self.envelope_from = envelope_address(settings.from_addr)
         self.domain = sender_domain(settings.from_addr)
-        self.mailto = f"mailto:{self.envelope_from}?subject=unsubscribe"
+        # the bounce mailbox reads these (bot.bounces): the bounce address if set
+        self.mailto = f"mailto:{settings.bounce_address or self.envelope_from}?subject=unsubscribe"
         self.subject = one_line(subject)
         msg = EmailMessage(policy=policy.SMTP)
         msg["From"] = one_line(settings.from_addr)
@@ -127,7 +133,8 @@ class DigestMessage:
             msg["Reply-To"] = one_line(settings.reply_to)
         msg["Subject"] = self.subject
         msg["List-Id"] = f"<digest.{self.domain}>"
-        msg["List-Unsubscribe-Post"] = ONE_CLICK
+        if list_unsubscribe:
+            msg["List-Unsubscribe-Post"] = ONE_CLICK
         msg["MIME-Version"] = "1.0"
         msg["Content-Type"] = "multipart/alternative"
         for subtype, mark in (("plain", _TEXT_MARK), ("html", _HTML_MARK)):
@@ -156,10 +163,11 @@ class DigestMessage:
             f"To: {to}\r\n"
             f"Date: {format_datetime(date) if date else _date_now()}\r\n"
             f"Message-ID: {message_id}\r\n"
-            f"List-Unsubscribe: <{unsubscribe_url}>,\r\n <{self.mailto}>\r\n"
-        ).encode("ascii")
+        )
+        if self.list_unsubscribe_headers:
+            personal += f"List-Unsubscribe: <{unsubscribe_url}>,\r\n <{self.mailto}>\r\n"
         link = unsubscribe_url.encode("ascii")
-        return b"".join((personal, self._head, self._text.encode(link), self._middle,
+        return b"".join((personal.encode("ascii"), self._head, self._text.encode(link), self._middle,
                          self._html.encode(link), self._tail))
 
 

@@ -68,13 +68,6 @@ class Sender(Protocol):
         ...
 
 
-def make_sender(settings: Settings) -> Sender:
-    """SMTP when ``DIGESTBOT_SMTP_HOST`` is set, else the local outbox folder."""
-    if settings.smtp_host:
-        return SmtpSender.from_settings(settings)
-    return OutboxSender(Path(settings.outbox_dir))
-
-
 def _reply(code: int, resp: bytes | str) -> str:
     text = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else str(resp)
     return f"{code} {one_line(text)}".strip()

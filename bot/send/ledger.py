@@ -15,16 +15,18 @@ from typing import cast
 from sqlalchemy import Connection, Engine, Integer, String, Table, bindparam, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from bot import leases
 from bot.digest.queries import mark_digest_sent
 from bot.errors import DeliveryError
 from bot.models import Delivery, Subscriber, UTCDateTime
-from bot.send.lock import DigestLock
+from bot.send import claims
 from bot.send.loop import LedgerRow, Outcome
 from bot.send.prepared import _Prepared, raw_commit, rowcount
 
 _DELIVERIES = cast(Table, Delivery.__table__)
 _SUBSCRIBERS = cast(Table, Subscriber.__table__)
-UNFINISHED = ("pending", "sending")
+UNFINISHED = claims.UNFINISHED
+CLAIM_SIZE = 50  # rows a worker takes at a time: small, so several workers share the work
 
 
 def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -> int:
@@ -60,33 +62,11 @@ def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
         update(_DELIVERIES)
         .where(_DELIVERIES.c.digest_id == digest_id, confirmed)
         .values(status="pending", message_id=None, last_error=None, sent_at=None,
-                updated_at=now)
+                updated_at=now, claimed_by=None, lease_until=None)
     )
     return rowcount(result)
 
 
-def unfinished_deliveries(
-    db: Session | Connection, digest_id: int, after_id: int = 0, limit: int = 500
-) -> list[LedgerRow]:
-    """The next ``limit`` rows still 'pending' or 'sending' (left by a run that
-    stopped mid-message), by id, after ``after_id``: keyset paging, so a big
-    list is read in batches."""
-    d, s = _DELIVERIES.c, _SUBSCRIBERS.c
-    rows = db.execute(
-        select(d.id, d.subscriber_id, s.email, s.email_key, d.status, d.message_id,
-               s.hard_failures)
-        .join_from(_DELIVERIES, _SUBSCRIBERS, s.id == d.subscriber_id)
-        .where(d.digest_id == digest_id, d.status.in_(UNFINISHED), d.id > after_id)
-        .order_by(d.id)
-        .limit(limit)
-    )
-    return [LedgerRow(*row) for row in rows]
-
-
-
-# The per-message statements are built once, with bind parameters, and run
-# through _Prepared below: building, cache-keying and executing a statement
-# through SQLAlchemy costs more than running it on SQLite.
 # The per-message statements are built once, with bind parameters, and run
 # through _Prepared below: building, cache-keying and executing a statement
 # through SQLAlchemy costs more than running it on SQLite.
@@ -98,14 +78,15 @@ _UNFINISHED_ROW = or_(_D.status == "pending", _D.status == "sending")
 
 _CLAIM = (
     update(_DELIVERIES)
-    .where(_D.id == bindparam("b_id"), _UNFINISHED_ROW,
+    .where(_D.id == bindparam("b_id"), _UNFINISHED_ROW, _D.claimed_by == bindparam("b_owner"),
            select(_S.id).where(_S.id == _D.subscriber_id, _S.status == "confirmed").exists())
     .values(status="sending", attempts=_D.attempts + 1, message_id=bindparam("b_message_id"),
             updated_at=bindparam("b_now"))
 )
 
 
-_SKIP = (update(_DELIVERIES).where(_D.id == bindparam("b_id"), _UNFINISHED_ROW)
+_SKIP = (update(_DELIVERIES).where(_D.id == bindparam("b_id"), _UNFINISHED_ROW,
+                                   _D.claimed_by == bindparam("b_owner"))
          .values(status="skipped", updated_at=bindparam("b_now")))
 
 
@@ -135,16 +116,18 @@ _CLEAR_FAILURES = update(_SUBSCRIBERS).where(_S.id == bindparam("b_id")).values(
 _CLAIM_FAST, _SKIP_FAST, _FINISH_FAST = _Prepared(_CLAIM), _Prepared(_SKIP), _Prepared(_FINISH)
 
 
-def claim_delivery(db: Connection, delivery_id: int, message_id: str, now: datetime) -> bool:
-    """Mark a row 'sending' (one more attempt) if it is unfinished and its
-    subscriber is still confirmed; False otherwise. Commit with raw_commit."""
-    return _CLAIM_FAST.run(db, {"b_id": delivery_id, "b_message_id": message_id,
-                                "b_now": now}) == 1
+def claim_delivery(db: Connection, delivery_id: int, owner: str, message_id: str,
+                   now: datetime) -> bool:
+    """Mark a row 'sending' (one more attempt) if it is unfinished, ``owner``
+    holds it, and its subscriber is still confirmed; False otherwise. Commit
+    with raw_commit."""
+    return _CLAIM_FAST.run(db, {"b_id": delivery_id, "b_owner": owner,
+                                "b_message_id": message_id, "b_now": now}) == 1
 
 
-def skip_delivery(db: Connection, delivery_id: int, now: datetime) -> bool:
-    """An unfinished row whose subscriber is no longer confirmed: 'skipped'."""
-    return _SKIP_FAST.run(db, {"b_id": delivery_id, "b_now": now}) == 1
+def skip_delivery(db: Connection, delivery_id: int, owner: str, now: datetime) -> bool:
+    """An unfinished row ``owner`` holds whose subscriber is no longer confirmed: 'skipped'."""
+    return _SKIP_FAST.run(db, {"b_id": delivery_id, "b_owner": owner, "b_now": now}) == 1
 
 
 def finish_delivery(
@@ -201,12 +184,21 @@ def count_unfinished_or_new(session: Session, digest_id: int) -> int:
     return int(unfinished) + int(new)
 
 
+def held_by_others(session: Session, digest_id: int, now: datetime) -> int:
+    """Unfinished rows of this digest under a live worker's lease (workers
+    hand back what they did not send, so after a run ends these are others')."""
+    d = _DELIVERIES.c
+    return int(session.scalar(
+        select(func.count()).select_from(_DELIVERIES)
+        .where(d.digest_id == digest_id, d.status.in_(UNFINISHED), d.claimed_by.is_not(None),
+               d.lease_until >= now)) or 0)
+
+
 def delivery_counts(session: Session, digest_id: int) -> dict[str, int]:
     """Number of ledger rows per delivery status for one digest."""
     rows = session.execute(select(Delivery.status, func.count())
                            .where(Delivery.digest_id == digest_id).group_by(Delivery.status))
     return {status: count for status, count in rows}
-
 
 
 class DbLedger:
@@ -222,11 +214,12 @@ class DbLedger:
     """
 
     def __init__(
-        self, factory: sessionmaker[Session], digest_id: int, lock: DigestLock,
-        max_hard_failures: int,
+        self, factory: sessionmaker[Session], digest_id: int, max_hard_failures: int,
+        owner: str | None = None, claim_size: int = CLAIM_SIZE,
     ) -> None:
         self.digest_id = digest_id
-        self.lock = lock
+        self.owner = owner or leases.worker_id()
+        self.claim_size = claim_size
         self.max_hard_failures = max_hard_failures
         engine = factory.kw["bind"]
         assert isinstance(engine, Engine)
@@ -256,6 +249,8 @@ class DbLedger:
                 self._committer.shutdown(wait=True)
             self._conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
             self._conn.rollback()
+            claims.release_claims(self._conn, self.digest_id, self.owner)
+            self._conn.commit()
             if self._sqlite:  # back to the engine's default before the pool reuses it
                 self._conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
                 self._conn.commit()
@@ -263,8 +258,10 @@ class DbLedger:
             self._conn.close()
 
     def unfinished(self, after_id: int, limit: int) -> list[LedgerRow]:
+        """Claim the next rows (at most ``limit``, fewer while others share the digest)."""
         self.durable()
-        rows = unfinished_deliveries(self._conn, self.digest_id, after_id, limit)
+        rows = claims.claim_batch(self._conn, self.digest_id, self.owner, datetime.now(UTC),
+                                  after_id=after_id, limit=min(limit, self.claim_size))
         self._conn.commit()
         return rows
 
@@ -293,9 +290,9 @@ class DbLedger:
                     clear_hard_failures(conn, row.subscriber_id)
             if claim is not None:
                 row, message_id = claim
-                if claim_delivery(conn, row.id, message_id, now):
+                if claim_delivery(conn, row.id, self.owner, message_id, now):
                     state = "claimed"
-                elif skip_delivery(conn, row.id, now):
+                elif skip_delivery(conn, row.id, self.owner, now):
                     state = "skipped"
                 else:
                     state = "gone"
@@ -313,7 +310,8 @@ class DbLedger:
 
     def renew(self) -> None:
         self.durable()
-        self.lock.renew(self._conn)
+        claims.renew_claims(self._conn, self.digest_id, self.owner, datetime.now(UTC))
+        self._conn.commit()
 
     def finish_digest(self) -> bool:
         self.durable()

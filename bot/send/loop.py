@@ -29,12 +29,15 @@ How a send survives being interrupted (Ctrl-C, kill -9, power loss)
 5. In the CLI, Ctrl-C and SIGTERM only set a stop flag: the message in flight
    finishes and is recorded, so a graceful stop never leaves a row 'sending'.
 
-The one window that remains: the server has accepted the message (its 250
-reply to DATA) and our commit of 'sent' is not on disk yet -- about a
-millisecond: two small UPDATEs and the commit's disk sync. A hard kill or
-power loss exactly there gives that recipient a second copy, with the same
-Message-ID. A kill before or during DATA is no delivery yet and the message
-is simply sent on the next run.
+The one window that remains runs from the end of the message data (the
+final "." of DATA) to our commit of 'sent' after the server's 250: the
+server's own processing before it answers (queueing, content checks: from
+milliseconds to seconds, however long the server takes), the reply's way
+back, then two small UPDATEs and the commit's disk sync. A hard kill or power
+loss in that window gives that recipient a second copy, with the same
+Message-ID; SMTP gives a client that never saw the answer no way to learn
+whether the message was taken. A kill before the end of DATA is no delivery
+yet and the message is simply sent on the next run.
 
 The core loop (``deliver``) depends only on narrow interfaces: a ``Ledger``
 (``bot.send.ledger.DbLedger``), a ``Sender``
@@ -142,6 +145,27 @@ class DeliveryReport:
 Progress = Callable[[DeliveryReport], None]
 
 
+class Pacer:
+    """Spaces messages ``1 / rate`` seconds apart, however many connections
+    share it (``DIGESTBOT_SEND_RATE`` limits the whole send, not each one)."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.clock = clock
+        self._next = clock()
+        self._lock = threading.Lock()
+
+    def wait(self, stop: threading.Event) -> bool:
+        """Wait for this message's slot; False if ``stop`` was set meanwhile."""
+        if not self.interval:
+            return True
+        with self._lock:
+            slot = max(self._next, self.clock())
+            self._next = slot + self.interval
+        wait = slot - self.clock()
+        return not (wait > 0 and stop.wait(wait))
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_retries: int = 4
@@ -163,14 +187,15 @@ def deliver(
     progress: Progress | None = None,
     batch: int = BATCH,
     clock: Callable[[], float] = time.monotonic,
+    pacer: Pacer | None = None,
 ) -> DeliveryReport:
     """Send every unfinished ledger row once. Raises DeliveryError, with the
     row in flight put back to 'pending', when the transport is gone for good."""
     retry = retry or RetryPolicy()
     stop = stop or threading.Event()
     report = DeliveryReport(total=ledger.count_unfinished())
-    interval = 1.0 / rate if rate > 0 else 0.0
-    next_send = last_renew = clock()
+    pacer = pacer or Pacer(rate, clock)
+    last_renew = clock()
     done: Outcome | None = None
     after = 0
     if progress:
@@ -178,6 +203,9 @@ def deliver(
     try:
         while not stop.is_set():
             rows = ledger.unfinished(after, batch)
+            if not rows and after:
+                after = 0  # rows freed behind us (a dead worker's) are ours to send too
+                rows = ledger.unfinished(after, batch)
             if not rows:
                 break
             composer.prepare(rows)
@@ -199,12 +227,9 @@ def deliver(
                 if state != "claimed":
                     continue
                 data = composer.compose(row, message_id)
-                if interval:
-                    wait = next_send - clock()
-                    if wait > 0 and stop.wait(wait):
-                        done = Outcome(row, "pending", "stopped before sending")
-                        break
-                    next_send = max(next_send, clock()) + interval
+                if not pacer.wait(stop):
+                    done = Outcome(row, "pending", "stopped before sending")
+                    break
                 done = _send_one(sender, envelope_from, row, message_id, data, retry, stop,
                                  ledger, report)
                 if done.status == "sent":

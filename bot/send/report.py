@@ -13,7 +13,7 @@ from bot.digest.week import Week
 class SendReport:
     """What ``send_digest`` did. ``outcome`` is one of: sent (all delivered),
     incomplete (stopped early, rows still pending), already-sent, empty,
-    dry-run, test."""
+    awaiting-approval (DIGESTBOT_REQUIRE_APPROVAL, the week not approved), dry-run, test."""
 
     week: str
     outcome: str
@@ -26,8 +26,10 @@ class SendReport:
     transport: str = ""
     resumed: bool = False
     to: str | None = None
+    written: str | None = None  # the .eml file of a test copy, in outbox mode
     errors: tuple[tuple[str, str], ...] = ()
     other_unfinished: tuple[str, ...] = ()
+    held_elsewhere: int = 0  # rows other live workers were still sending when this one ended
 
     def summary(self) -> str:
         if self.outcome == "already-sent":
@@ -35,12 +37,22 @@ class SendReport:
         if self.outcome == "empty":
             return (f"{self.week} has no entries: nothing to send "
                     "(DIGESTBOT_SEND_EMPTY=true sends an empty digest)")
+        if self.outcome == "awaiting-approval":
+            return (f"{self.week} is not approved yet, so nothing was sent (DIGESTBOT_REQUIRE_APPROVAL): "
+                    f"approve it with `digestbot draft approve --week {self.week}` or in /admin")
         if self.outcome == "dry-run":
             return (f"dry run: would send {self.week} ({self.subject!r}) to "
                     f"{self.recipients} recipient(s) via {self.transport}; nothing was sent")
         if self.outcome == "test":
-            return f"test message of {self.week} sent to {self.to} via {self.transport}"
-        state = "done" if self.outcome == "sent" else "stopped early, run again to finish"
+            where = f"written to {self.written}" if self.written else f"via {self.transport}"
+            return f"test message of {self.week} sent to {self.to}: {where}"
+        if self.outcome == "sent":
+            state = "done"
+        elif self.held_elsewhere:
+            state = (f"{self.held_elsewhere} more are being sent by another send of this week, "
+                     "which finishes them")
+        else:
+            state = "stopped early, run again to finish"
         return (f"{self.week}: {self.sent} sent, {self.failed} failed, {self.skipped} skipped"
                 f"{f', {self.bounced} now bounced' if self.bounced else ''} ({state})")
 

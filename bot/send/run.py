@@ -13,14 +13,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from bot import digest, mailer, render, subscribers
 from bot.config import Settings
 from bot.db import transaction
+from bot.digest import draft
 from bot.digest import queries as digest_queries
 from bot.errors import DeliveryError
 from bot.send import ledger
 from bot.send.compose import DigestComposer
-from bot.send.lock import DigestLock
-from bot.send.loop import DeliveryReport, RetryPolicy, deliver
+from bot.send.loop import DeliveryReport, RetryPolicy
 from bot.send.report import SendReport, Target
 from bot.send.testcopy import send_test_copy
+from bot.send.workers import Worker, deliver_parallel
 from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,11 @@ def send_digest(
     if frozen is None:
         with factory() as session:
             data = digest.build_digest(session, target.week, settings)
+            waiting = draft.awaiting_approval(session, settings, target.week.label)
         if data.is_empty and not settings.send_empty:
             return target.report("empty")
+        if waiting:  # DIGESTBOT_REQUIRE_APPROVAL: nothing goes out before the editor approves
+            return target.report("awaiting-approval")
         rendered = render.render_digest(data, settings)
         if dry_run:
             with factory() as session:
@@ -83,11 +87,16 @@ def send_digest(
     result, transport = deliver_frozen(
         settings, factory, frozen.id, target.week.label, resend=resend, progress=progress,
         stop=stop, retry_base_delay=retry_base_delay, sender=sender)
+    held = 0
+    if not result.complete:
+        with factory() as session:
+            held = ledger.held_by_others(session, frozen.id, datetime.now(UTC))
     return SendReport(
         target.week.label, "sent" if result.complete else "incomplete", subject=frozen.subject,
         recipients=result.total, sent=result.sent, failed=result.failed,
         skipped=result.skipped, bounced=result.bounced, transport=transport,
-        resumed=resumed, errors=tuple(result.errors), other_unfinished=target.others)
+        resumed=resumed, errors=tuple(result.errors), other_unfinished=target.others,
+        held_elsewhere=held)
 
 
 def choose_target(settings: Settings, factory: sessionmaker[Session], week: str | None) -> Target:
@@ -103,9 +112,7 @@ def choose_target(settings: Settings, factory: sessionmaker[Session], week: str 
             wk = found
         frozen = digest_queries.digest_for_week(session, wk.label)
         others = tuple(w for w in digest_queries.weeks_being_sent(session) if w != wk.label)
-    transport = (mailer.SmtpSender.from_settings(settings).description if settings.smtp_host
-                 else f"outbox folder {settings.outbox_dir}")
-    return Target(wk, frozen, others, transport)
+    return Target(wk, frozen, others, _transport(settings))
 
 
 def deliver_frozen(
@@ -113,33 +120,52 @@ def deliver_frozen(
     resend: bool = False, progress: Callable[..., None] | None = None, stop: Any = None,
     retry_base_delay: float = 1.0, sender: Any = None,
 ) -> tuple[DeliveryReport, str]:
-    """Under the digest's lock: give every confirmed subscriber a ledger row,
-    then work through the rows still to send. Returns the loop's report and
-    the transport's description."""
-    lock = DigestLock(factory, digest_id, week)
-    with lock:
-        now = datetime.now(UTC)
-        with transaction(factory) as session:
-            if resend:
-                ledger.reset_deliveries(session, digest_id, now)
-                digest_queries.mark_digest_sending(session, digest_id)
-            added = ledger.create_pending_deliveries(session, digest_id, now)
-            log.info("send %s: %d new ledger rows", week, added)
-        with factory() as session:
-            row = digest_queries.digest_for_week(session, week)
-            assert row is not None
-            message = mailer.DigestMessage(settings, row.subject, row.html, row.text)
-        composer = DigestComposer(message, Tokens.from_settings(settings), settings.base_url)
-        db_ledger = ledger.DbLedger(factory, digest_id, lock, settings.max_hard_failures)
-        own_sender = sender is None
-        sender = sender or mailer.make_sender(settings)
-        try:
-            result = deliver(
-                db_ledger, sender, composer, message.envelope_from,
-                retry=RetryPolicy(settings.smtp_max_retries, retry_base_delay),
-                rate=settings.send_rate, stop=stop, progress=progress)
-        finally:
-            if own_sender:
-                sender.close()
-            db_ledger.close()
-    return result, sender.description
+    """Give every confirmed subscriber a ledger row, then work through the rows
+    still to send over ``DIGESTBOT_SMTP_CONNECTIONS`` connections (one, with a
+    ``sender`` given). Other workers may be sending the same digest: rows are
+    shared through claims. Returns the report and the transport's description."""
+    now = datetime.now(UTC)
+    with transaction(factory) as session:
+        if resend:
+            ledger.reset_deliveries(session, digest_id, now)
+            digest_queries.mark_digest_sending(session, digest_id)
+        added = ledger.create_pending_deliveries(session, digest_id, now)
+        log.info("send %s: %d new ledger rows", week, added)
+        total = ledger.count_unfinished(session, digest_id)
+    with factory() as session:
+        row = digest_queries.digest_for_week(session, week)
+        assert row is not None
+        message = mailer.DigestMessage(settings, row.subject, row.html, row.text)
+    tokens = Tokens.from_settings(settings)
+    description = sender.description if sender is not None else _transport(settings)
+
+    connections = 1 if sender is not None else settings.smtp_connections
+    # small claims while there is little to share, so every connection gets some
+    claim_size = max(1, min(ledger.CLAIM_SIZE, total // (connections * 4)))
+
+    def start_worker() -> Worker:
+        own = sender is None
+        worker_sender = sender or mailer.make_sender(settings)
+        db_ledger = ledger.DbLedger(factory, digest_id, settings.max_hard_failures,
+                                    claim_size=claim_size)
+
+        def close() -> None:
+            try:
+                if own:
+                    worker_sender.close()
+            finally:
+                db_ledger.close()
+        composer = DigestComposer(message, tokens, settings.base_url)
+        return Worker(db_ledger, worker_sender, composer, close)
+
+    result = deliver_parallel(
+        start_worker, message.envelope_from, connections, total=total,
+        retry=RetryPolicy(settings.smtp_max_retries, retry_base_delay),
+        rate=settings.send_rate, stop=stop, progress=progress)
+    return result, description
+
+
+def _transport(settings: Settings) -> str:
+    if settings.smtp_host:
+        return mailer.SmtpSender.from_settings(settings).description
+    return f"outbox folder {settings.outbox_dir}"

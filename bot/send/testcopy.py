@@ -1,16 +1,21 @@
-"""A test copy of a week's digest to one address: nothing recorded, nothing frozen."""
+"""A test copy of a week's digest to one address: nothing recorded, nothing
+frozen, and the message says it is a test (see ``mark_as_test``)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import digest, mailer, render, subscribers, subscriptions
+from bot import digest, mailer, render, subscriptions
 from bot.config import Settings
+from bot.digest import clean_line
 from bot.errors import DeliveryError
 from bot.send.report import SendReport, Target
-from bot.tokens import Tokens, unsubscribe_url
+from bot.templating import language
 
 
 def send_test_copy(settings: Settings, factory: sessionmaker[Session], target: Target, to: str,
@@ -29,22 +34,21 @@ def send_test_copy(settings: Settings, factory: sessionmaker[Session], target: T
     subject = f"[TEST] {subject}"
     if dry_run:
         return target.report("dry-run", subject=subject, recipients=1, to=address)
-    _send_test(settings, factory, sender, address, subject, html, text)
-    return target.report("test", subject=subject, recipients=1, to=address)
+    written = _send_test(settings, sender, address, subject, html, text)
+    return target.report("test", subject=subject, recipients=1, to=address,
+                         written=str(written) if written else None)
 
 
-def _send_test(settings: Settings, factory: sessionmaker[Session], sender: Any, address: str,
-               subject: str, html: str, text: str) -> None:
-    """One test message: the real unsubscribe link if the address subscribes,
-    else a link to the subscribe page."""
-    with factory() as session:
-        sub = subscribers.subscriber_by_key(session, address.lower())
-        if sub is not None:
-            token = Tokens.from_settings(settings).unsubscribe_token(sub.id, sub.email_key)
-            link = unsubscribe_url(settings.base_url, token)
-        else:
-            link = settings.base_url.rstrip("/") + "/"
-    message = mailer.DigestMessage(settings, subject, html, text)
+def _send_test(settings: Settings, sender: Any, address: str, subject: str, html: str,
+               text: str) -> Path | None:
+    """One test message, marked as such; the outbox file it went to, if any.
+
+    It goes to no subscriber, so it carries no List-Unsubscribe headers (a
+    mail client's unsubscribe button would point nowhere true) and its footer
+    link is the marked sample of a preview, not anyone's own link."""
+    html, text = mark_as_test(settings, html, text)
+    link = render.sample_unsubscribe_url(settings.base_url)
+    message = mailer.DigestMessage(settings, subject, html, text, list_unsubscribe=False)
     own = sender is None
     sender = sender or mailer.make_sender(settings)
     try:
@@ -56,6 +60,33 @@ def _send_test(settings: Settings, factory: sessionmaker[Session], sender: Any, 
             raise DeliveryError(f"the test message to {address} was not accepted: {exc}",
                                 hint=f"sent through {sender.description}; check that it runs and "
                                      "the DIGESTBOT_SMTP_* settings") from None
+        path_for = getattr(sender, "path_for", None)  # the outbox names its files
+        return path_for(message_id) if path_for else None
     finally:
         if own:
             sender.close()
+
+
+def mark_as_test(settings: Settings, html: str, text: str) -> tuple[str, str]:
+    """Both parts with a notice at the top, and the footer's "you subscribed
+    and confirmed" (untrue here) replaced by the same notice where it is found
+    (a digest frozen under another title keeps it, under the notice)."""
+    lang = language(settings.language)
+    notice = lang.gettext("Test copy, sent with “digestbot send --to” to this address only: "
+                          "no subscriber got it, and its unsubscribe link is a sample.")
+    reason = lang.gettext("You get this email because you subscribed to “%(title)s” and "
+                          "confirmed your address. One email a week; unsubscribe any time.")
+    title = clean_line(settings.title)
+    text = text.replace(reason % {"title": title}, notice)
+    html = html.replace(str(Markup(reason) % {"title": title}), str(escape(notice)))
+    banner = (f'<div style="{_BANNER_STYLE}">{escape(notice)}</div>')
+    html = _BODY_TAG.sub(lambda m: m.group(0) + banner, html, count=1)
+    return html, f"{notice}\n\n{text}"
+
+
+_BODY_TAG = re.compile(r"<body[^>]*>", re.IGNORECASE)
+
+
+_BANNER_STYLE = ("margin:0;padding:12px 16px;background-color:#fdf0dc;color:#8f4a00;"
+                 "font-family:sans-serif;font-size:14px;line-height:1.5;font-weight:600;"
+                 "text-align:center;overflow-wrap:anywhere")

@@ -1,0 +1,86 @@
+"""How long the theme grouping takes for one week.
+
+usage: python bench/grouping.py
+
+Target: a 40-entry week in under 1 s, cold (a fresh process: the themes
+file's keywords compiled and rjieba's dictionary loaded on the first call)
+as well as warm. Measured for a week the themes fit (the bundled RL feed)
+and for one they do not (a programming-languages feed, grouped by shared
+terms), and at 400 entries to show how it scales.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from common import Row, best_of  # noqa: E402
+
+FEEDS = {
+    "themes fit": ROOT / "tests" / "fixtures" / "messagedaily-rl.xml",
+    "themes do not fit": ROOT / "tests" / "fixtures" / "eval" / "pl-dev-en.xml",
+}
+TARGET_SECONDS = 1.0
+
+_COLD = """
+import sys, time
+sys.path.insert(0, {bench!r}); sys.path.insert(0, {root!r})
+from themes_quality import feed_weeks
+from bot.themes import Item, group_items, load_themes
+items = [i for week in feed_weeks({feed!r}).values() for i in week]
+week = [Item(f"{{i.key}}#{{n}}", f"{{i.title}} ({{n}})", i.summary) for n in range(40) for i in items][:{count}]
+themes = load_themes()
+start = time.perf_counter()
+group_items(week, themes)
+print(time.perf_counter() - start)
+"""
+
+
+def _week(feed: Path, count: int) -> list:
+    from themes_quality import feed_weeks
+
+    from bot.themes import Item
+
+    items = [i for week in feed_weeks(feed).values() for i in week]
+    return [Item(f"{i.key}#{n}", f"{i.title} ({n})", i.summary) for n in range(40) for i in items][:count]
+
+
+def cold_seconds(feed: Path, count: int) -> float:
+    """The first grouping in a fresh process (keywords compiled, dictionary loaded)."""
+    code = _COLD.format(bench=str(HERE), root=str(ROOT), feed=str(feed), count=count)
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True).stdout) for _ in range(3)]
+    return min(runs)
+
+
+def run() -> list[Row]:
+    from bot.themes import group_items, load_themes
+
+    themes = load_themes()
+    rows = []
+    for label, feed in FEEDS.items():
+        cold = cold_seconds(feed, 40)
+        week = _week(feed, 40)
+        group_items(week, themes)
+        warm = best_of(lambda week=week: group_items(week, themes))
+        big = _week(feed, 400)
+        large = best_of(lambda big=big: group_items(big, themes), runs=2)
+        rows += [
+            Row("group", f"40-entry week, {label}: first call in a fresh process",
+                f"{cold * 1000:.0f} ms", "< 1000 ms", cold < TARGET_SECONDS),
+            Row("group", f"40-entry week, {label}: warm", f"{warm * 1000:.0f} ms", "< 1000 ms",
+                warm < TARGET_SECONDS),
+            Row("group", f"400-entry week, {label}: warm", f"{large * 1000:.0f} ms", "", True),
+        ]
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row.show())

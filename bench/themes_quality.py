@@ -1,0 +1,245 @@
+"""How well the theme grouping matches hand labels: dev weeks next to held-out weeks.
+
+usage: python bench/themes_quality.py [--show] [--themes FILE] [SET ...]
+
+Sets (feeds and labels under tests/fixtures/):
+  dev         the bundled feed's labelled weeks 2026-W35..W36 (the lexicon was written reading them)
+  dev-en      the same 27 dev entries written up in English (translated), for the English lexicon
+  pl-dev      31 programming-languages papers, own codes: dev set for sections from shared terms
+              (default RL themes, which do not fit it); pl-dev-suggest: with a suggested themes file
+  heldout-zh  54 real 2025 RL / agent papers written up in Chinese, 2026-W41..W44, labelled first
+  heldout-en  the same papers in English, same labels
+  db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
+  db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
+
+For each set it prints pairwise precision / recall / F1 (tests/fixtures/eval/score_grouping.py)
+and the share of entries in the catch-all, next to "one section per week" as a floor.
+`run()` gives the same figures as rows for bench/run_all.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import importlib.util
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import feedparser
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import Row  # noqa: E402
+
+from bot.themes import Group, Item, ThemeSet, group_items, load_themes  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+EVAL = FIXTURES / "eval"
+HELDOUT = FIXTURES / "heldout"
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """A feed, its labels and the weeks that count."""
+
+    name: str
+    feed: Path
+    labels: Path
+    weeks: tuple[str, ...] | None = None  # None: every week of the feed
+    suggest: bool = False  # group with a themes file suggested from the feed itself
+
+
+SETS: dict[str, EvalSet] = {
+    "dev": EvalSet("dev", FIXTURES / "messagedaily-rl.xml", EVAL / "dev_labels.tsv", ("2026-W35", "2026-W36")),
+    "dev-en": EvalSet("dev-en", EVAL / "dev-en.xml", EVAL / "dev-en_labels.tsv"),
+    "pl-dev": EvalSet("pl-dev", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv"),
+    "pl-dev-suggest": EvalSet("pl-dev-suggest", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv", suggest=True),
+    "heldout-zh": EvalSet("heldout-zh", HELDOUT / "rl-zh.xml", HELDOUT / "rl-zh_labels.tsv"),
+    "heldout-en": EvalSet("heldout-en", HELDOUT / "rl-en.xml", HELDOUT / "rl-en_labels.tsv"),
+    "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
+    "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
+}
+
+
+@dataclass(frozen=True)
+class Score:
+    """Pairwise figures over a set's weeks, and the catch-all's share of entries."""
+
+    precision: float
+    recall: float
+    f1: float
+    catch_all_share: float
+    entries: int
+    unlabelled: int
+
+    def show(self) -> str:
+        return (
+            f"P {self.precision:.3f}  R {self.recall:.3f}  F1 {self.f1:.3f}  "
+            f"catch-all {self.catch_all_share:5.1%}  ({self.entries} entries, {self.unlabelled} unlabelled)"
+        )
+
+
+def scorer() -> ModuleType:
+    """The shared scorer, loaded from its file (it is a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("score_grouping", EVAL / "score_grouping.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_labels(path: Path) -> list[tuple[str, str, set[str]]]:
+    """The labels TSV as the scorer reads it (its own reader leaves the file open)."""
+    labels = []
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            if line.startswith("#") or not line.strip():
+                continue
+            parts = line.rstrip("\n").split("\t")
+            others = [p for p in (parts[2].split(",") if len(parts) > 2 else []) if p]
+            labels.append((parts[0], parts[1], {parts[1], *others}))
+    return labels
+
+
+def _plain(markup: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+def feed_weeks(path: Path) -> dict[str, list[Item]]:
+    """A feed's entries as items, split into ISO weeks in Asia/Shanghai."""
+    weeks: dict[str, list[Item]] = {}
+    for entry in feedparser.parse(str(path)).entries:
+        stamp = entry.get("published_parsed") or entry.get("updated_parsed")
+        when = datetime(*stamp[:6], tzinfo=UTC).astimezone(SHANGHAI)
+        year, week, _ = when.isocalendar()
+        item = Item(key=entry.get("id") or entry.link, title=_plain(entry.title), summary=_plain(entry.description))
+        weeks.setdefault(f"{year}-W{week:02d}", []).append(item)
+    return dict(sorted(weeks.items()))
+
+
+def week_json(week: str, groups: Sequence[Group], items: Sequence[Item]) -> dict[str, Any]:
+    """The shape `digestbot preview --format json` prints, as far as the scorer reads it."""
+    titles = {item.key: item.title for item in items}
+    return {
+        "week": week,
+        "themes": [
+            {"name": g.name, "catch_all": g.catch_all, "entries": [{"title": titles[k]} for k in g.keys]}
+            for g in groups
+        ],
+    }
+
+
+def one_section(items: Sequence[Item], themes: ThemeSet, history: Sequence[Item] = ()) -> list[Group]:
+    """The floor: the whole week in one named section."""
+    keys = tuple(item.key for item in items)
+    return [Group(name="all", name_en="all", description="", catch_all=False, keys=keys, theme_key=None)]
+
+
+Grouper = Callable[[Sequence[Item], ThemeSet, Sequence[Item]], list[Group]]
+
+
+def grouped(items: Sequence[Item], themes: ThemeSet, history: Sequence[Item] = ()) -> list[Group]:
+    """What the digest does: the week's items, with the feed's history up to that week."""
+    return group_items(items, themes, history=history)
+
+
+def evaluate(
+    eval_set: EvalSet, themes: ThemeSet, grouper: Grouper = grouped, show: bool = False, history: bool = True
+) -> tuple[Score, list[dict[str, Any]]]:
+    """Group every week of a set and score it against its labels.
+
+    With ``history`` each week also sees the feed's entries of the weeks up to
+    it (as the digest does from the database), never later ones.
+    """
+    score_mod = scorer()
+    labels = load_labels(eval_set.labels)
+    weeks = feed_weeks(eval_set.feed)
+    chosen = eval_set.weeks or tuple(weeks)
+    outputs = []
+    entries = in_catch_all = 0
+    for week in chosen:
+        items = weeks[week]
+        past = [item for label, week_items in weeks.items() if label < week for item in week_items]
+        groups = grouper(items, themes, past if history else [])
+        outputs.append(week_json(week, groups, items))
+        entries += len(items)
+        in_catch_all += sum(len(g.keys) for g in groups if g.catch_all)
+        if show:
+            _show(week, groups, items, labels, score_mod)
+    precision, recall, f1, unlabelled = score_mod.score(labels, outputs)
+    return Score(precision, recall, f1, in_catch_all / entries if entries else 0.0, entries, unlabelled), outputs
+
+
+def _show(week: str, groups: Sequence[Group], items: Sequence[Item], labels: Any, score_mod: ModuleType) -> None:
+    titles = {item.key: item.title for item in items}
+    print(f"\n== {week}: {len(items)} entries, {len(groups)} sections")
+    for group in groups:
+        tag = " [catch-all]" if group.catch_all else ("" if group.theme_key else " [derived]")
+        print(f"  {group.name} / {group.name_en} ({len(group.keys)}){tag}")
+        for key in group.keys:
+            label = score_mod.find(labels, titles[key])
+            code = "?" if label is None else "+".join([label[1], *sorted(label[2] - {label[1]})])
+            print(f"      {code:12} {titles[key][:88]}")
+
+
+def themes_for(eval_set: EvalSet, themes_file: Path | None) -> ThemeSet:
+    """The themes a set is grouped with: the given file, or one suggested from the feed."""
+    if not eval_set.suggest:
+        return load_themes(themes_file)
+    from bot.themes import parse_themes, suggest_themes
+
+    items = [item for week in feed_weeks(eval_set.feed).values() for item in week]
+    with tempfile.TemporaryDirectory() as tmp:
+        text = suggest_themes(items)
+        Path(tmp, "themes.toml").write_text(text, encoding="utf-8")
+        return parse_themes(text, "suggested")
+
+
+def run() -> list[Row]:
+    """Rows for bench/run_all.py: every set's F1 and catch-all share next to the floor."""
+    rows = []
+    targets = {"heldout-zh": 0.85, "heldout-en": 0.85}
+    for name, eval_set in SETS.items():
+        try:
+            themes = themes_for(eval_set, None)
+        except ImportError:
+            continue
+        score, _ = evaluate(eval_set, themes)
+        floor, _ = evaluate(eval_set, themes, one_section)
+        goal = targets.get(name)
+        rows.append(Row("themes", f"{name}: pairwise F1 (P {score.precision:.2f} R {score.recall:.2f})",
+                        f"{score.f1:.3f}", f">= {goal}" if goal else "", goal is None or score.f1 >= goal))
+        rows.append(Row("themes", f"{name}: catch-all share", f"{score.catch_all_share:.1%}",
+                        "<= 15 %" if goal else "", goal is None or score.catch_all_share <= 0.15))
+        rows.append(Row("themes", f"{name}: one section per week (floor F1)", f"{floor.f1:.3f}", "", True))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sets", nargs="*", default=list(SETS), help=f"any of {', '.join(SETS)}")
+    parser.add_argument("--themes", type=Path, default=None, help="themes file (default: packaged)")
+    parser.add_argument("--show", action="store_true", help="print every week's sections with labels")
+    args = parser.parse_args()
+    for name in args.sets:
+        eval_set = SETS[name]
+        themes = themes_for(eval_set, args.themes)
+        score, _ = evaluate(eval_set, themes, show=args.show)
+        floor, _ = evaluate(eval_set, themes, one_section)
+        print(f"{name:11} {score.show()}   | one section/week F1 {floor.f1:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""`digestbot themes suggest`: a starter themes file from the feed's own entries.
+
+A thin shell over ``bot.digest.theme_fit.suggest_from_store``: it reads the
+stored entries of the last weeks, and writes the suggested TOML to a file or
+to stdout. The operator edits it and points DIGESTBOT_THEMES_FILE at it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bot.cli.app import App, err_console, pass_app, reports_errors
+from bot.digest import theme_fit
+from bot.errors import ThemesError
+
+
+@click.group("themes")
+def themes_group() -> None:
+    """The themes a week's entries are grouped into (DIGESTBOT_THEMES_FILE)."""
+
+
+@themes_group.command("suggest")
+@click.option("--weeks", type=click.IntRange(min=1), default=12, show_default=True,
+              help="Suggest from the entries of this many recent weeks.")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Write the themes file here (default: print it to stdout).")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+@pass_app
+@reports_errors
+def suggest_command(app: App, weeks: int, out: str | None, force: bool) -> None:
+    """Write a starter themes file from the stored entries' own distinctive terms."""
+    if out and Path(out).exists() and not force:
+        raise ThemesError(f"{out} exists and may hold your edits",
+                          hint="choose another --out, or pass --force to overwrite it")
+    with app.factory() as session:
+        suggestion = theme_fit.suggest_from_store(session, app.settings, weeks)
+    if suggestion.entries == 0:
+        raise ThemesError(f"no stored entries in the last {weeks} week(s) to suggest themes from",
+                          hint="run `digestbot poll` first, or raise --weeks")
+    if out is None:
+        click.echo(suggestion.text, nl=False)
+    else:
+        Path(out).write_text(suggestion.text, encoding="utf-8")
+    where = "" if out is None else f" to {out}"
+    err_console.print(
+        f"{suggestion.themes} theme(s) suggested from {suggestion.entries} entries{where}. "
+        "Name them and write their descriptions, then set DIGESTBOT_THEMES_FILE to the file.",
+        markup=False, highlight=False)

@@ -1,0 +1,159 @@
+"""Sections made from the entries' own shared terms, when no theme fits them.
+
+Entries are clustered bottom-up (agglomerative, centroid linkage on unit
+TF-IDF vectors): the two most similar clusters merge while their cosine
+similarity is at least the threshold. Only clusters that share a term are
+ever compared, so the cost follows the number of shared terms, not the square
+of the entries. Ties break on the entries' keys, so the result never depends
+on input order.
+
+A cluster is named after the terms most of its members share (a two-word
+phrase before the words inside it): "concurrency control / MVCC",
+"环境 / 沙盒". Each member records the terms it shares, for ``--explain``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.themes.model import Item
+from bot.themes.terms import Vocabulary, Weighted, weigh
+
+CLUSTER_THRESHOLD = 0.2  # cosine of two clusters' centroids needed to merge them
+NAME_TERMS = 2  # terms in a derived section's name
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A derived section: its members, its naming terms and what each member shares."""
+
+    keys: tuple[str, ...]
+    terms: tuple[str, ...]  # surface forms, most shared first
+    shared: Mapping[str, tuple[str, ...]]  # member key -> surface forms of the terms it shares
+    latin_terms: tuple[str, ...] = ()  # the most shared terms in Latin script, for an English name
+
+    @property
+    def name(self) -> str:
+        return " / ".join(self.terms)
+
+    @property
+    def name_en(self) -> str | None:
+        """Named after shared terms in Latin script (GRPO, sandbox), if the members share any."""
+        return " / ".join(self.latin_terms) if self.latin_terms else None
+
+
+def _dot(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(w * b[t] for t, w in a.items() if t in b)
+
+
+def _norm(v: Mapping[str, float]) -> float:
+    return math.sqrt(sum(w * w for w in v.values())) or 1.0
+
+
+def cluster_items(
+    items: Sequence[Item],
+    vocab: Vocabulary,
+    *,
+    population: Sequence[Item] | None = None,
+    background: Sequence[Item] = (),
+    threshold: float | None = None,
+    weighted: Weighted | None = None,
+) -> list[Cluster]:
+    """Clusters of two or more of ``items``.
+
+    Term weights come from ``population`` (default: the items themselves; the
+    whole week when clustering its leftovers) plus ``background``, the feed's
+    history if the caller has it.
+    """
+    if len(items) < 2:
+        return []
+    threshold = CLUSTER_THRESHOLD if threshold is None else threshold
+    weighted = weighted or weigh(population or items, vocab, background)
+    keys = sorted(item.key for item in items)
+    members: dict[int, list[str]] = {i: [k] for i, k in enumerate(keys)}
+    sums: dict[int, dict[str, float]] = {i: dict(weighted.vectors.get(k, {})) for i, k in enumerate(keys)}
+    norms = {i: _norm(v) for i, v in sums.items()}
+    postings: dict[str, set[int]] = {}
+    for i, vector in sums.items():
+        for term in vector:
+            postings.setdefault(term, set()).add(i)
+
+    heap: list[tuple[float, int, int]] = []
+
+    def push_pairs(i: int, candidates: set[int]) -> None:
+        for j in sorted(candidates):
+            if j == i or j not in members:
+                continue
+            sim = _dot(sums[i], sums[j]) / (len(members[i]) * len(members[j]))
+            if sim >= threshold:
+                heapq.heappush(heap, (-round(sim, 9), min(i, j), max(i, j)))
+
+    for i in sorted(sums):
+        push_pairs(i, {j for t in sums[i] for j in postings[t] if j > i})
+    next_id = len(keys)
+    while heap:
+        _, i, j = heapq.heappop(heap)
+        if i not in members or j not in members:
+            continue
+        merged = members.pop(i) + members.pop(j)
+        vector = dict(sums.pop(i))
+        for term, w in sums.pop(j).items():
+            vector[term] = vector.get(term, 0.0) + w
+        for term in vector:
+            postings[term].discard(i)
+            postings[term].discard(j)
+            postings[term].add(next_id)
+        members[next_id], sums[next_id], norms[next_id] = sorted(merged), vector, _norm(vector)
+        push_pairs(next_id, {k for t in vector for k in postings[t]})
+        next_id += 1
+    clusters = [_named(tuple(m), weighted, vocab) for m in members.values() if len(m) >= 2]
+    return sorted(clusters, key=lambda c: (-len(c.keys), c.keys))
+
+
+def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Cluster:
+    """Name a cluster after the terms most of its members share."""
+    present: dict[str, int] = {}
+    weight: dict[str, float] = {}
+    in_title: dict[str, int] = {}
+    for key in keys:
+        found = weighted.terms[key]
+        for term in found.counts:
+            if term in weighted.idf and term in weighted.vectors[key]:
+                present[term] = present.get(term, 0) + 1
+                weight[term] = weight.get(term, 0.0) + weighted.vectors[key].get(term, 0.0)
+                in_title[term] = in_title.get(term, 0) + (term in found.in_title)
+    shared_terms = [t for t, n in present.items() if n >= 2]
+    ranked = sorted(
+        shared_terms,
+        key=lambda t: (-present[t], -in_title[t], -len(t.split()), -weight[t], t),
+    )
+    known = {t for key in keys for t in weighted.terms[key].counts}
+    chosen: list[str] = []
+    for term in ranked:
+        parts = set(term.split())
+        if any(parts <= set(c.split()) or set(c.split()) <= parts for c in chosen):
+            continue
+        chosen.append(term)
+        if len(chosen) == 2 and " " not in chosen[0] + chosen[1]:
+            # two words that are one phrase somewhere ("collection", "garbage"): name the phrase
+            phrase = next((p for p in (f"{chosen[1]} {chosen[0]}", f"{chosen[0]} {chosen[1]}") if p in known), None)
+            if phrase:
+                chosen = [phrase]
+        if len(chosen) == NAME_TERMS:
+            break
+    shared = {
+        key: tuple(vocab.surface(t) for t in ranked if t in weighted.terms[key].counts)[:4] for key in keys
+    }
+    names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(chosen)]
+    latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii()][:1]
+    latin_names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(latin)]
+    return Cluster(keys, tuple(names), shared, tuple(latin_names))
+
+
+def _capitalised(term: str) -> str:
+    return term[:1].upper() + term[1:] if term[:1].islower() else term

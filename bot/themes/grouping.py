@@ -1,0 +1,345 @@
+"""Lay out one week's entries as a few named sections.
+
+1. **Score** every entry against every theme (``bot.themes.scoring``). An
+   entry *fits* a theme when the score reaches ``min_score`` and the evidence
+   is more than one word in passing: a keyword in the title, or two different
+   keywords in the summary.
+2. **Check the fit.** If fewer than ``min_fit`` of the week's entries clearly
+   fit a theme (twice ``min_score``: another field's entries reach a bare
+   ``min_score`` on words in passing like "code" or "memory"), the themes file
+   was written for another feed: the whole week is grouped by shared terms
+   instead (step 5), and the result says so.
+3. **Place** each fitting entry in its best theme's section, even when it is
+   alone there: a lone entry keeps its named theme as long as the week stays
+   within ``max_sections`` (step 6 decides otherwise). One theme, one section:
+   an entry on a theme never lands in a second, differently named section.
+4. **Weak evidence.** An entry below ``min_score`` joins its best theme's
+   section when that section exists this week and the entry scores at least
+   half of ``min_score`` there.
+5. **Derive** sections among the rest from shared distinctive terms
+   (``bot.themes.derive``). A derived cluster whose members together score
+   ``min_score`` on one theme becomes that theme's section instead, so the
+   same topic never appears under two names.
+6. **Cap** at ``max_sections`` (the catch-all counts): the section that costs
+   least to dissolve goes first (one whose entries all have another theme in
+   the week, then the smallest and weakest); its entries move to their next
+   best theme still there, else to the catch-all, which is always last.
+
+Sorting uses stable keys (item key, theme file order, terms), so the same
+entries give the same sections in any order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from bot.themes.derive import Cluster, cluster_items
+from bot.themes.model import FIT_MARGIN, Explanation, Fit, Group, Item, Reason, ThemeScore, ThemeSet
+from bot.themes.scoring import best_theme, lexicon, normalise_text, score_details
+from bot.themes.terms import Vocabulary
+
+SECONDARY_RATIO = 0.5  # a fallback theme must score at least this share of the best one
+WEAK_RATIO = 0.5  # share of min_score with which an entry joins a theme already in the week
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """A week laid out: its sections, and how well the themes file fits it."""
+
+    groups: list[Group]
+    fit: Fit
+
+
+@dataclass
+class _Entry:
+    item: Item
+    details: tuple[ThemeScore, ...]
+    scores: tuple[float, ...]
+    best: int
+    fits: bool
+    reason: Reason = "no_theme"
+    shared_terms: tuple[str, ...] = ()
+
+
+@dataclass
+class _Section:
+    """A section while the week is laid out: a theme (index) or a derived cluster."""
+
+    theme: int | None
+    entries: list[_Entry]
+    cluster: Cluster | None = None
+    strength: float = field(default=0.0)
+
+    def total(self) -> float:
+        if self.theme is None:
+            return 0.0
+        return sum(e.scores[self.theme] for e in self.entries)
+
+
+def _evidence(detail: ThemeScore) -> bool:
+    """A title keyword, or two different summary keywords, not after a contrast cue."""
+    plain = [hit for hit in detail.hits if not hit.discounted]
+    if any(hit.field == "title" for hit in plain):
+        return True
+    return len({normalise_text(hit.term) for hit in plain}) >= 2
+
+
+def _score(item: Item, themes: ThemeSet, lex: Any = None) -> _Entry:
+    details = score_details(item, themes, lex)
+    scores = tuple(d.score for d in details)
+    best = best_theme(scores)
+    fits = scores[best] >= themes.min_score and _evidence(details[best])
+    return _Entry(item, details, scores, best, fits)
+
+
+def _clear(entry: _Entry, themes: ThemeSet) -> bool:
+    return entry.fits and entry.scores[entry.best] >= FIT_MARGIN * themes.min_score
+
+
+def theme_fit(items: Sequence[Item], themes: ThemeSet) -> Fit:
+    """How many of ``items`` clearly fit some theme of ``themes``."""
+    lex = lexicon(themes)
+    matched = sum(_clear(_score(item, themes, lex), themes) for item in items)
+    return Fit(entries=len(items), matched=matched, min_fit=themes.min_fit)
+
+
+@lru_cache(maxsize=8)
+def _phrases(themes: ThemeSet) -> frozenset[str]:
+    """The themes' Chinese keywords, which jieba should not split."""
+    return frozenset(
+        k.strip("* ") for t in themes.themes for k in (*t.strong_keywords, *t.keywords, *t.weak_keywords)
+    )
+
+
+def group_items(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Item] = ()) -> list[Group]:
+    """Group one week's items into at most ``themes.max_sections`` sections."""
+    return group_week(items, themes, history=history).groups
+
+
+def group_week(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Item] = ()) -> Grouping:
+    """Group one week's items, and say whether the themes file fits them.
+
+    ``history`` (the feed's other stored entries, optional) only informs how
+    common a word is in this feed, for sections made from shared terms.
+    """
+    if not items:
+        return Grouping([], Fit(0, 0, themes.min_fit))
+    ordered = sorted(items, key=lambda item: item.key)
+    for first, second in zip(ordered, ordered[1:], strict=False):
+        if first.key == second.key:
+            raise ValueError(f"duplicate item key {first.key!r}: every item needs its own key")
+    lex = lexicon(themes)
+    entries = [_score(item, themes, lex) for item in ordered]
+    fit = Fit(len(entries), sum(_clear(e, themes) for e in entries), themes.min_fit)
+    vocab = Vocabulary(_phrases(themes))
+    if not fit.fits:
+        sections, catch_all = _by_terms(entries, ordered, vocab, history)
+    else:
+        sections, catch_all = _by_themes(entries, ordered, vocab, themes, history)
+    sections, catch_all = _enforce_cap(sections, catch_all, themes)
+    return Grouping(_render(sections, catch_all, themes), fit)
+
+
+def _by_themes(
+    entries: list[_Entry], week: Sequence[Item], vocab: Vocabulary, themes: ThemeSet, history: Sequence[Item]
+) -> tuple[list[_Section], list[_Entry]]:
+    by_theme: dict[int, _Section] = {}
+    rest: list[_Entry] = []
+    for entry in entries:
+        if entry.fits:
+            entry.reason = "best_theme"
+            by_theme.setdefault(entry.best, _Section(entry.best, [])).entries.append(entry)
+        else:
+            rest.append(entry)
+    _fold_small(by_theme, rest, themes)
+    leftovers = []
+    for entry in rest:
+        if entry.best in by_theme and entry.scores[entry.best] >= WEAK_RATIO * themes.min_score:
+            entry.reason = "weak_theme"
+            by_theme[entry.best].entries.append(entry)
+        else:
+            leftovers.append(entry)
+    derived: list[_Section] = []
+    catch_all: list[_Entry] = []
+    by_key = {entry.item.key: entry for entry in leftovers}
+    taken: set[str] = set()
+    for cluster in cluster_items([e.item for e in leftovers], vocab, population=week, background=history):
+        members = [by_key[k] for k in cluster.keys]
+        theme = _cluster_theme(members, themes)
+        if theme is not None:
+            for entry in members:
+                entry.reason = "weak_theme"
+            by_theme.setdefault(theme, _Section(theme, [])).entries.extend(members)
+        else:
+            for entry in members:
+                entry.reason, entry.shared_terms = "shared_terms", cluster.shared[entry.item.key]
+            derived.append(_Section(None, members, cluster))
+        taken.update(cluster.keys)
+    catch_all = [entry for entry in leftovers if entry.item.key not in taken]
+    return [*by_theme.values(), *derived], catch_all
+
+
+def _fold_small(by_theme: dict[int, _Section], rest: list[_Entry], themes: ThemeSet) -> None:
+    """Honour ``min_section_size`` > 1: fold the smallest sections into their
+    entries' next-best theme in the week, or leave them for derived sections."""
+    while True:
+        small = [t for t, s in by_theme.items() if len(s.entries) < themes.min_section_size]
+        if not small:
+            return
+        victim = min(small, key=lambda t: (len(by_theme[t].entries), by_theme[t].total(), -t))
+        for entry in by_theme.pop(victim).entries:
+            target = _fallback(entry, [t for t in by_theme], themes)
+            if target is None:
+                entry.reason = "no_theme"
+                rest.append(entry)
+            else:
+                entry.reason = "fallback_theme"
+                by_theme[target].entries.append(entry)
+
+
+def _cluster_theme(members: Sequence[_Entry], themes: ThemeSet) -> int | None:
+    """The theme a derived cluster is really about: every member scores on it
+    and together they reach ``min_score``."""
+    totals = [sum(e.scores[t] for e in members) for t in range(len(themes.themes))]
+    best = best_theme(totals)
+    if totals[best] >= themes.min_score and all(e.scores[best] > 0 for e in members):
+        return best
+    return None
+
+
+def _by_terms(
+    entries: list[_Entry], week: Sequence[Item], vocab: Vocabulary, history: Sequence[Item]
+) -> tuple[list[_Section], list[_Entry]]:
+    """The whole week clustered by shared terms: the themes file does not fit it."""
+    by_key = {entry.item.key: entry for entry in entries}
+    sections = []
+    taken: set[str] = set()
+    for cluster in cluster_items(week, vocab, background=history):
+        members = [by_key[k] for k in cluster.keys]
+        for entry in members:
+            entry.reason, entry.shared_terms = "themes_do_not_fit", cluster.shared[entry.item.key]
+        sections.append(_Section(None, members, cluster))
+        taken.update(cluster.keys)
+    return sections, [entry for entry in entries if entry.item.key not in taken]
+
+
+def _fallback(entry: _Entry, open_themes: Sequence[int], themes: ThemeSet) -> int | None:
+    """The best other theme still in the week where the entry scores decently."""
+    floor = max(themes.min_score, SECONDARY_RATIO * entry.scores[entry.best])
+    candidates = [t for t in open_themes if t != entry.best and entry.scores[t] >= floor]
+    return min(candidates, key=lambda t: (-entry.scores[t], t)) if candidates else None
+
+
+def _enforce_cap(
+    sections: list[_Section], catch_all: list[_Entry], themes: ThemeSet
+) -> tuple[list[_Section], list[_Entry]]:
+    """Dissolve sections until the week fits ``max_sections`` (catch-all included)."""
+    sections = list(sections)
+    catch_all = list(catch_all)
+    while sections and len(sections) + (1 if catch_all else 0) > themes.max_sections:
+        kept_themes = [s.theme for s in sections if s.theme is not None]
+        victim = min(sections, key=lambda section: _dissolve_cost(section, kept_themes, themes))
+        sections.remove(victim)
+        kept = {s.theme: s for s in sections if s.theme is not None}
+        for entry in victim.entries:
+            target = _fallback(entry, sorted(kept), themes)
+            if target is None:
+                entry.reason, entry.shared_terms = "over_cap", ()
+                catch_all.append(entry)
+            else:
+                entry.reason = "fallback_theme"
+                kept[target].entries.append(entry)
+    for section in sections:
+        if section.theme is not None and len(section.entries) == 1 and section.entries[0].reason == "best_theme":
+            section.entries[0].reason = "lone_theme"
+    return sections, catch_all
+
+
+def _dissolve_cost(
+    section: _Section, kept_themes: Sequence[int], themes: ThemeSet
+) -> tuple[bool, int, int, float, int, str]:
+    """Which section goes first: one whose entries all have another theme in the
+    week, then the smallest, derived before themed, the weakest, the later in the file."""
+    others = [t for t in kept_themes if t != section.theme]
+    stranded = any(_fallback(e, others, themes) is None for e in section.entries)
+    derived = section.theme is None
+    name = section.cluster.name if section.cluster else ""
+    order = section.theme if section.theme is not None else 0
+    return (stranded, len(section.entries), 0 if derived else 1, section.total(), -order, name)
+
+
+def _explain(entry: _Entry, theme_key: str | None) -> Explanation:
+    top = sorted((d for d in entry.details if d.score > 0), key=lambda d: -d.score)[:3]
+    return Explanation(entry.item.key, entry.reason, theme_key, tuple(top), entry.shared_terms)
+
+
+def _by_title(entry: _Entry) -> tuple[str, str]:
+    return (normalise_text(entry.item.title), entry.item.key)
+
+
+def _render(sections: Sequence[_Section], catch_all: Sequence[_Entry], themes: ThemeSet) -> list[Group]:
+    """Largest sections first (ties: file order, then derived by name); catch-all last."""
+
+    def order(section: _Section) -> tuple[int, int, int, str]:
+        if section.theme is None:
+            return (-len(section.entries), 1, 0, section.cluster.name if section.cluster else "")
+        return (-len(section.entries), 0, section.theme, "")
+
+    groups = []
+    for section in sorted(sections, key=order):
+        if section.theme is None:
+            assert section.cluster is not None
+            entries = sorted(section.entries, key=_by_title)
+            cluster = section.cluster
+            groups.append(
+                Group(
+                    name=cluster.name,
+                    name_en=cluster.name_en,
+                    description="",
+                    catch_all=False,
+                    keys=tuple(e.item.key for e in entries),
+                    theme_key=None,
+                    kind="derived",
+                    terms=cluster.terms,
+                    explanations=tuple(_explain(e, None) for e in entries),
+                )
+            )
+            continue
+        theme_index = section.theme
+        theme = themes.themes[theme_index]
+        entries = sorted(section.entries, key=lambda e: (-e.scores[theme_index], *_by_title(e)))
+        groups.append(
+            Group(
+                name=theme.name,
+                name_en=theme.name_en,
+                description=theme.description,
+                catch_all=False,
+                keys=tuple(e.item.key for e in entries),
+                theme_key=theme.key,
+                kind="theme",
+                names={themes.language: theme.name, **theme.names},
+                explanations=tuple(_explain(e, theme.key) for e in entries),
+            )
+        )
+    if catch_all:
+        entries = sorted(catch_all, key=_by_title)
+        names = {themes.language: themes.catch_all_name} if themes.catch_all_name else {}
+        if themes.catch_all_name_en:
+            names["en"] = themes.catch_all_name_en
+        groups.append(
+            Group(
+                name=themes.catch_all_name or "",
+                name_en=themes.catch_all_name_en,
+                description=themes.catch_all_description,
+                catch_all=True,
+                keys=tuple(e.item.key for e in entries),
+                theme_key=None,
+                kind="catch_all",
+                names=names,
+                explanations=tuple(_explain(e, None) for e in entries),
+            )
+        )
+    return groups

@@ -1,0 +1,22 @@
+"""The admin console at ``/admin``: the operator's, apart from the public pages.
+
+Its own routes (here), templates (``templates/admin/``), script and style
+files (``static/``, served at ``/static/admin/``: no CDN, no build step,
+nothing inline, so the pages work offline and under their strict CSP) and
+tests (tests/test_admin_*.py). Every page is server-rendered and every
+change is a plain POST form; ``static/admin.js`` only makes them quicker
+(changes without a full reload, the email at two widths side by side).
+
+Modules: ``auth`` (password, session cookie, CSRF, login rate limit, the
+console's headers), ``base`` (the guard every route goes through, pages,
+redirects), ``login``, ``overview`` (dashboard, archive), ``desk`` (this
+week's draft), ``people`` (subscribers). The console calls the same library
+functions as the CLI (``bot.digest.draft``, ``bot.subscriptions``, ``bot.status``).
+"""
+
+from bot.web.admin import desk, login, overview, people
+from bot.web.admin.auth import Admin
+
+ROUTES = [*login.ROUTES, *overview.ROUTES, *desk.ROUTES, *people.ROUTES]
+
+__all__ = ["ROUTES", "Admin"]

@@ -1,0 +1,88 @@
+"""``create_app``: the Site, the routes of each part, the error pages, the body limit.
+
+Bad input gets a page and a 4xx, never a traceback: malformed address (400),
+tampered token (400), expired token (410), body over 10 KB (413), too many
+subscribe requests (429, per client IP and per address); anything else is a
+logged 500 page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.config import Settings
+from bot.mailer import Sender, make_sender
+from bot.tokens import Tokens
+from bot.web import admin, archive, feed, health, public
+from bot.web.limits import SharedWindow, utcnow
+from bot.web.security import BodyLimit, RateLimits
+from bot.web.site import HealthCheck, Site, site_of
+
+log = logging.getLogger(__name__)
+
+# which page answers which HTTP error; other 4xx are "invalid", 5xx "error"
+ERROR_PAGES = {404: "notfound", 405: "method", 413: "toolarge", 429: "ratelimit"}
+
+
+def create_app(
+    settings: Settings,
+    factory: sessionmaker[Session],
+    *,
+    tokens: Tokens | None = None,
+    sender_factory: Callable[[], Sender] | None = None,
+    limits: RateLimits | None = None,
+    health_checks: Mapping[str, HealthCheck] | None = None,
+    clock: Callable[[], datetime] = utcnow,
+) -> Starlette:
+    """The web app. ``health_checks`` adds named checks to ``/healthz`` (see
+    ``bot.web.health``); ``tokens``, ``sender_factory`` and ``clock`` are for tests.
+    The rate limits count in the database (``bot.web.limits``), so every
+    instance serving the same database enforces them together."""
+    limits = limits or RateLimits()
+    site = Site(
+        settings=settings,
+        factory=factory,
+        tokens=tokens or Tokens.from_settings(settings),
+        make_sender=sender_factory or partial(make_sender, settings),
+        ip_window=SharedWindow(factory, "subscribe-ip", *limits.per_ip, clock=clock),
+        address_window=SharedWindow(factory, "subscribe-address", *limits.per_address, clock=clock),
+        health_checks=dict(health_checks or {}),
+    )
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        HTTPException: http_error,
+        Exception: server_error,
+    }
+    app = Starlette(
+        routes=[*public.ROUTES, *archive.ROUTES, *feed.ROUTES, *health.ROUTES, *admin.ROUTES],
+        exception_handlers=handlers,
+        middleware=[Middleware(BodyLimit, too_large=too_large)],  # type: ignore[arg-type]
+    )
+    app.state.site = site
+    app.state.admin = admin.Admin(site)  # the operator's console (bot.web.admin)
+    return app
+
+
+async def too_large(request: Request) -> Response:
+    return site_of(request).page("toolarge", status=413)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    code = exc.status_code if isinstance(exc, HTTPException) else 500
+    key = ERROR_PAGES.get(code) or ("error" if code >= 500 else "invalid")
+    return site_of(request).page(key, status=code)
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    log.error("error handling %s %s", request.method, request.url.path, exc_info=exc)
+    return site_of(request).page("error", status=500)
