@@ -7,8 +7,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Optional extras, e.g. `docker compose build --build-arg EXTRAS=postgres` for PostgreSQL.
-ARG EXTRAS=""
+# Extras: `postgres` (psycopg, for a postgresql+psycopg:// DIGESTBOT_DATABASE_URL) by
+# default, as docker-compose.yml runs PostgreSQL; EXTRAS="" builds without it.
+ARG EXTRAS="postgres"
 
 # The same install CI exercises (tests/test_packaging.py): a plain `pip install .`
 # of the repository, which ships templates, migrations and the example feed.

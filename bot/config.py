@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import logging
 import math
 import os
@@ -82,6 +83,8 @@ class Settings:
     base_url: str = "http://127.0.0.1:8000"
     host: str = "127.0.0.1"
     port: int = 8000
+    # reverse proxies whose X-Forwarded-For names the client (addresses or networks)
+    trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
     secret_key: str | None = None
     confirm_ttl_hours: int = 72
     unsubscribe_ttl_days: int = 365
@@ -238,13 +241,13 @@ def _coerce(name: str, raw: Any, typ: Any, source: str) -> Any:
                 raise ValueError
             number = float(text)
             if not math.isfinite(number):  # nan and inf pass every "> 0" check
-                raise ValueError
+                raise ConfigError(f"{source}: expected a finite number, got {raw!r}")
             return number
         if typ is time:
             return text if isinstance(text, time) else time.fromisoformat(str(text))
         return str(text)
     except (ValueError, TypeError):
-        want = {int: "a whole number", float: "a finite number", bool: "true or false",
+        want = {int: "a whole number", float: "a number", bool: "true or false",
                 time: "a time like 09:00"}.get(typ, "a value")
         raise ConfigError(f"{source}: expected {want}, got {raw!r}") from None
 
@@ -292,6 +295,12 @@ def _validate(s: Settings) -> None:
         raise bad("smtp_security", f"{s.smtp_security!r} is not one of starttls, ssl, none")
     if urlsplit(s.base_url).scheme not in ("http", "https") or not urlsplit(s.base_url).hostname:
         raise bad("base_url", f"{s.base_url!r} must start with http:// or https://")
+    for proxy in s.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise bad("trusted_proxies", f"{proxy!r} is not an IP address or network",
+                      "list addresses or networks, comma-separated: 127.0.0.1,172.16.0.0/12") from None
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise bad("log_level", f"{s.log_level!r} is not a log level", "use DEBUG, INFO, WARNING or ERROR")
     positives = {"summary_length": s.summary_length, "http_timeout": s.http_timeout,

@@ -160,6 +160,7 @@ def digest_json(data: DigestData) -> dict[str, Any]:
                         "published": entry.published.isoformat(),
                         "papers": list(entry.papers),
                         "late": entry.late,
+                        "source": entry.source,  # the feed(s), when several are active
                     }
                     for entry in theme.entries
                 ],

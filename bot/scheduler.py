@@ -340,7 +340,10 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
         misfire_grace_time=settings.poll_interval * 60,
     )
     # whether the last send is still owed is read from the database, not from
-    # the stored job: the store moves on before the digest is frozen (bot.digest.due)
+    # the stored job: the store moves on before the digest is frozen (bot.digest.due).
+    # Only a send time this database was already scheduled for is made up: a
+    # first start does not freeze last week's digest for nobody.
+    scheduled_before = _has_stored_job(scheduler, SEND_JOB_ID)
     scheduler.add_job(
         send_job, send_trigger(settings), id=SEND_JOB_ID, name="weekly send",
         replace_existing=True, executor=SEND_EXECUTOR,
@@ -349,7 +352,9 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
     with factory() as session:
         owed = due.weekly_send(session, settings, now)
     when = owed.fire.isoformat(timespec="minutes")
-    if owed.due:
+    if not scheduled_before:
+        log.info("first start on this database: the weekly send is scheduled from now on")
+    elif owed.due:
         log.info("the weekly send due at %s (%s) has not gone out: sending it now", when,
                  owed.week.label)
         scheduler.add_job(
@@ -379,6 +384,14 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
             replace_existing=True, jobstore="memory", executor=SEND_EXECUTOR,
             misfire_grace_time=None,
         )
+
+
+def _has_stored_job(scheduler: BackgroundScheduler, job_id: str) -> bool:
+    """Did an earlier start store this job (this database has been scheduled)?"""
+    try:
+        return scheduler.get_job(job_id, jobstore="default") is not None
+    except Exception:  # stored by a digestbot whose job functions moved: it was there
+        return True
 
 
 # --- reading the job store without APScheduler (for `digestbot status`) ------

@@ -154,7 +154,10 @@ def run(settings: Settings, engine: Engine, factory: sessionmaker[Session], *,
         app = create_web_app(settings, factory, service)
         config = uvicorn.Config(app, host=host, port=port, log_config=None,
                                 access_log=logging.getLogger().level <= logging.DEBUG,
-                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+                                # the app reads X-Forwarded-For itself, from
+                                # DIGESTBOT_TRUSTED_PROXIES only (bot.web.security.client_ip)
+                                proxy_headers=False, server_header=False)
         server = _Server(config, on_exit=service.request_stop)
         if not service.stopping:
             log.info("digestbot running on http://%s:%d (base URL %s)", host, port, settings.base_url)

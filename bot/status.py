@@ -41,6 +41,7 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
     with factory() as session:
         feeds = feed_queries.all_feeds(session)
         counts = feed_queries.entry_counts(session)
+        pending = managed_feeds.not_added_yet(session, settings)
         digest = digest_queries.latest_digest(session)
         deliveries = ledger.delivery_counts(session, digest.id) if digest else {}
         by_state = subscribers.subscriber_counts(session)
@@ -48,7 +49,7 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
         approval = _approval(settings, session, now)
         themes = theme_fit.fit_report(session, settings, now=now)
         owed = due.weekly_send(session, settings, now)
-    feed_rows = _feeds(settings, feeds, counts, jobs, now)
+    feed_rows = _feeds(settings, feeds, counts, pending, jobs, now)
     return {
         "feeds": feed_rows,
         "feed_alerts": _alerts(settings, feed_rows),
@@ -84,15 +85,15 @@ def _iso(moment: datetime | None, settings: Settings) -> str | None:
     return local_iso(moment, settings.tz)
 
 
-def _feeds(settings: Settings, feeds: Any, counts: dict[int, int],
+def _feeds(settings: Settings, feeds: Any, counts: dict[int, int], pending: list[str],
            jobs: dict[str, datetime | None], now: datetime) -> list[dict[str, Any]]:
-    """The feeds of the database (and any of DIGESTBOT_FEED_URLS not added
-    yet), failing ones first, the longest streak first."""
+    """The feeds of the database (and those of DIGESTBOT_FEED_URLS the next
+    start adds), failing ones first, the longest streak first."""
     next_poll = jobs.get(sched.POLL_JOB_ID)
     configured = managed_feeds.configured_urls(settings)
     rows = []
     known = {feed.url: feed for feed in feeds}
-    for url in dict.fromkeys([*known, *sorted(configured)]):
+    for url in dict.fromkeys([*known, *pending]):
         feed = known.get(url)
         if feed is None or feed.last_polled_at is None:
             health = "not polled yet"
@@ -143,7 +144,7 @@ def _schedule(settings: Settings, jobs: dict[str, datetime | None], now: datetim
     `digestbot run` sends it at its next start."""
     planned = sched.next_send_time(settings, now)
     stored = jobs.get(sched.SEND_JOB_ID)
-    missed = owed.fire if owed.due else None
+    missed = owed.fire if owed.due and stored is not None else None  # made up at the next start
     if stored is not None and stored <= now:  # the service was not running at send time
         source, at = "settings", planned
     elif stored is not None and stored == planned:

@@ -291,6 +291,9 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
                 column = header[0]
                 continue
         row = _row(number, fields, column)
+        if row.address is None and '"' in text:  # a stray quote glued fields together
+            unquoted = _row(number, text.replace('"', "").split(","), column)
+            row = unquoted if unquoted.address is not None else row
         if row.address is not None:
             key = row.address.lower()
             if key in seen:

@@ -46,7 +46,8 @@ pytest_plugins = ["smtp"]  # the real SMTP server fixture ``smtp_server``
 # --- databases ----------------------------------------------------------------------------
 
 def _require_pg() -> bool:
-    """May PostgreSQL tests be skipped here? Not in CI, nor where make test asks for them."""
+    """Must the PostgreSQL tests run here (fail rather than skip)? In CI, and where
+    `make test` says so (DIGESTBOT_REQUIRE_PG=1: it could install PostgreSQL)."""
     explicit = os.environ.get("DIGESTBOT_REQUIRE_PG")
     if explicit is not None:
         return explicit == "1"

@@ -47,7 +47,7 @@ def compose_config(folder: Path, env_file: Path | None = None) -> str:
     if env_file is not None:
         shutil.copy(env_file, folder / ".env")
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DIGESTBOT_", "MAILPIT_", "COMPOSE_"))}
+           if not k.startswith(("DIGESTBOT_", "MAILPIT_", "COMPOSE_", "POSTGRES_", "PG"))}
     result = subprocess.run([compose_cli(), "config"], cwd=folder, env=env, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -69,12 +69,13 @@ def test_compose_file_is_valid():
     assert result.returncode == 0, result.stderr
 
 
-def test_compose_defaults_use_mailpit_and_sqlite_in_a_volume(tmp_path):
+def test_compose_defaults_use_mailpit_and_postgresql(tmp_path):
     resolved = compose_config(tmp_path).replace("'", "").replace('"', "")  # v1 and v2 quote differently
     bot = service_block(resolved, "bot")
     for line in ("DIGESTBOT_SMTP_HOST: mailpit", "DIGESTBOT_SMTP_PORT: 1025",
                  "DIGESTBOT_SMTP_SECURITY: none",
-                 "DIGESTBOT_DATABASE_URL: sqlite:////data/digestbot.sqlite3",
+                 "DIGESTBOT_DATABASE_URL: postgresql+psycopg://digestbot@db:5432/digestbot",
+                 "PGPASSWORD: digestbot", "EXTRAS: postgres",
                  "DIGESTBOT_HOST: 0.0.0.0", "DIGESTBOT_SEND_DAY: mon",
                  "DIGESTBOT_SEND_TIME: 09:00", "DIGESTBOT_TIMEZONE: Asia/Shanghai"):
         assert line in bot, line
@@ -83,7 +84,45 @@ def test_compose_defaults_use_mailpit_and_sqlite_in_a_volume(tmp_path):
     mailpit = service_block(resolved, "mailpit")
     assert re.search(r"image: axllent/mailpit:v\d+\.\d+(\.\d+)?\n", mailpit), mailpit
     assert "8025" in mailpit
-    assert re.search(r"^volumes:\n  digestbot-data:", resolved, re.MULTILINE)
+    assert re.search(r"^volumes:\n  digestbot-data:.*\n  digestbot-db:", resolved, re.MULTILINE)
+
+
+def test_compose_db_is_pinned_kept_in_a_volume_and_awaited_healthy(tmp_path):
+    """The bot starts once PostgreSQL answers (pg_isready), with the credentials
+    the db service was created with, and the database outlives its container."""
+    resolved = compose_config(tmp_path).replace("'", "").replace('"', "")
+    db = service_block(resolved, "db")
+    assert re.search(r"image: postgres:\d+\.\d+-bookworm\n", db), db  # a pinned minor release
+    assert re.search(r"digestbot-db:/var/lib/postgresql/data|"
+                     r"source: digestbot-db\n\s+target: /var/lib/postgresql/data", db), db
+    health = re.search(r"healthcheck:\n((?:\s{6}.*\n)+)", db)
+    assert health and "pg_isready -U digestbot -d digestbot" in health.group(1), db
+    assert "ports:" not in db  # on the compose network only
+    for line in ("POSTGRES_USER: digestbot", "POSTGRES_DB: digestbot",
+                 "POSTGRES_PASSWORD: digestbot"):
+        assert line in db, line
+    bot = service_block(resolved, "bot")
+    assert re.search(r"depends_on:\n\s+db:\n\s+condition: service_healthy", bot), bot
+    # the password set once in .env reaches both the server and the bot's driver
+    env_file = tmp_path / "pw.env"
+    env_file.write_text("POSTGRES_PASSWORD=s3cret-Pw\n", encoding="utf-8")
+    custom = compose_config(tmp_path, env_file)
+    assert "POSTGRES_PASSWORD: s3cret-Pw" in service_block(custom, "db")
+    assert "PGPASSWORD: s3cret-Pw" in service_block(custom, "bot")
+
+
+def test_the_image_has_the_postgres_driver_and_sqlite_stays_possible(tmp_path):
+    [extras] = [args for word, args in dockerfile_instructions() if word == "ARG"
+                and args.startswith("EXTRAS")]
+    assert extras == 'EXTRAS="postgres"', extras
+    runs = " ".join(args for word, args in dockerfile_instructions() if word == "RUN")
+    assert 'pip install ".[$EXTRAS]"' in runs
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^postgres = \["psycopg\[binary\]==[\d.]+"\]', pyproject, re.MULTILINE)
+    env_file = tmp_path / "sqlite.env"
+    env_file.write_text("DIGESTBOT_DATABASE_URL=sqlite:////data/digestbot.sqlite3\n", encoding="utf-8")
+    bot = service_block(compose_config(tmp_path, env_file), "bot")
+    assert "DIGESTBOT_DATABASE_URL: sqlite:////data/digestbot.sqlite3" in bot
 
 
 def test_compose_reads_dot_env(tmp_path):

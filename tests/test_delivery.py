@@ -37,8 +37,10 @@ UNSUB_LINK = re.compile(r"/unsubscribe/([A-Za-z0-9_.-]+)")
 
 @pytest.fixture
 def settings(smtp_settings: Settings) -> Settings:
-    """The shared SMTP settings, with fewer retries so a failing address gives up sooner."""
-    return dataclasses.replace(smtp_settings, smtp_max_retries=3)
+    """The shared SMTP settings, with fewer retries so a failing address gives up
+    sooner, over one connection so the order of events is fixed
+    (tests/test_parallel_send.py uses several)."""
+    return dataclasses.replace(smtp_settings, smtp_max_retries=3, smtp_connections=1)
 
 
 def send(settings: Settings, fresh_db: FreshDB, **kwargs: Any) -> send_stage.SendReport:
@@ -61,6 +63,7 @@ def deliveries(fresh_db: FreshDB, digest_id: int) -> dict[str, Delivery]:
         return {email: d for email, d in rows}
 
 
+@any_db
 def test_sends_to_every_confirmed_subscriber_once(
     settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
@@ -139,6 +142,7 @@ def test_4xx_that_never_clears_fails_that_delivery_only(
         assert sub is not None and (sub.status, sub.hard_failures) == ("confirmed", 0)
 
 
+@any_db
 def test_550_fails_one_and_bounces_after_max_hard_failures(
     make_settings: Callable[..., Settings], fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
@@ -245,6 +249,7 @@ def test_server_going_down_mid_run_keeps_the_rest_pending(
     assert smtp_server.copies_by_recipient() == {r: 1 for r in readers}
 
 
+@any_db
 def test_a_row_left_sending_is_resent_with_its_message_id(
     settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
@@ -314,6 +319,7 @@ def test_an_exception_from_progress_still_records_the_message_sent(
     assert smtp_server.copies_by_recipient() == {r: 1 for r in READERS}
 
 
+@any_db
 def test_unsubscribed_while_sending_is_skipped(
     settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
@@ -331,6 +337,7 @@ def test_unsubscribed_while_sending_is_skipped(
     assert "bob@example.com" not in smtp_server.copies_by_recipient()
 
 
+@any_db
 def test_already_sent_unless_resend(settings: Settings, fresh_db: FreshDB,
                                     smtp_server: SmtpServer) -> None:
     digest_id = make_digest(fresh_db.factory)
@@ -396,6 +403,7 @@ def test_rows_a_live_worker_holds_are_left_to_it(settings: Settings, fresh_db: F
     assert smtp_server.copies_by_recipient() == {r: 1 for r in READERS}
 
 
+@any_db
 def test_rows_of_a_dead_worker_are_taken_over_at_once(
     settings: Settings, fresh_db: FreshDB, smtp_server: SmtpServer
 ) -> None:
@@ -542,21 +550,45 @@ def test_one_commit_per_message_in_batches() -> None:
                             ((5, "sent"), None)]
 
 
-def test_ledger_commits_durably_and_restores_the_connection(fresh_db: FreshDB) -> None:
+def test_ledger_commits_durably_and_restores_the_connection(
+    fresh_db: FreshDB, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from bot.send import walsync
+
+    syncs: list[tuple[float, str]] = []  # (when it began, the file synced to disk)
+    commits: list[float] = []  # when each step's commit was made
+    real_sync, real_commit = os.fdatasync, ledger_db.raw_commit
+
+    def fdatasync(fd: int) -> None:
+        began = time.monotonic()
+        real_sync(fd)
+        syncs.append((began, os.readlink(f"/proc/self/fd/{fd}")))
+
+    def raw_commit(conn: Any) -> None:
+        real_commit(conn)
+        commits.append(time.monotonic())
+
+    def synced_since(moment: float) -> bool:
+        return any(began >= moment and path == wal for began, path in syncs)
+
+    monkeypatch.setattr(walsync.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(ledger_db, "raw_commit", raw_commit)
     digest_id = make_digest(fresh_db.factory)
     add_subscribers(fresh_db.factory, READERS)
     with fresh_db.factory() as session, session.begin():
         ledger_db.create_pending_deliveries(session, digest_id, datetime.now(UTC))
+    wal = f"{fresh_db.path}-wal"
     book = ledger_db.DbLedger(fresh_db.factory, digest_id, 3)
-    conn = book._conn
-    assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
-    conn.commit()
     first, second = book.unfinished(0, 10)[:2]
     assert book.step(None, (first, "<a@x>")) == ("claimed", False)
-    book.durable()
+    book.durable()  # the commit is made, and synced to disk after it was made
+    assert len(commits) == 1 and synced_since(commits[0])
     assert ledger(fresh_db.factory, digest_id)["ann@example.com"] == "sending"
     book.step(loop.Outcome(first, "sent"), (second, "<b@x>"))
     book.durable()  # what another connection sees once durable() returned
+    assert len(commits) == 2 and synced_since(commits[1])
     states = ledger(fresh_db.factory, digest_id)
     assert (states["ann@example.com"], states["bob@example.com"]) == ("sent", "sending")
     book.close()

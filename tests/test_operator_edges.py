@@ -196,21 +196,27 @@ def test_a_summary_with_no_sentence_or_clause_end_is_cut_at_a_comma_then_mid_cla
     assert hard == "字" * 179 + "…"
 
 
-def test_the_example_feed_has_no_mid_clause_cut_where_a_boundary_exists(make_settings, fresh_db):
-    from bot import ingest
-    from bot.digest.text import clean_line
+def test_the_example_feed_is_cut_at_its_last_boundary_in_reach():
+    """Every long summary of the bundled feed: cut exactly at the last sentence
+    or clause end within 180 characters whenever there is one."""
+    from bot.digest.text import _CLAUSE_END, _SENTENCE_END, clean_line
+    from bot.ingest import parse as parsing
 
-    settings = make_settings()
-    ingest.poll_feeds(settings, fresh_db.factory)
-    with fresh_db.factory() as session:
-        data = build_digest(session, parse_week(WEEK, settings.timezone), settings)
-    cut = [e.summary for t in data.themes for e in t.entries if e.summary.endswith("…")]
-    whole = [e.summary for t in data.themes for e in t.entries if not e.summary.endswith("…")]
-    assert whole and all(clean_line(s)[-1] in "。！？.!?”」）)" for s in whole if len(s) > 170)
-    for summary in cut:  # a clause end or comma right before the ellipsis, or no boundary at all
-        body = summary[:-1]
-        assert len(summary) <= settings.summary_length
-        assert not re.search(r"[。！？；;]", body) or body[-1] not in "，,", summary
+    feed = ROOT / "bot" / "data" / "messagedaily-rl.xml"
+    texts = [clean_line(e.summary_text or "") for e in parsing.parse(feed.read_bytes(), "x").entries]
+    long = [t for t in texts if len(t) > 180]
+    assert len(long) > 50
+    for text in long:
+        ends = [m.end() for p in (_SENTENCE_END, _CLAUSE_END) for m in p.finditer(text)
+                if m.end() <= 180]
+        trimmed = trim_summary(text, 180)
+        assert len(trimmed) <= 180
+        if not ends:
+            continue
+        last = max(ends)
+        at_sentence = trimmed == text[:last]
+        at_clause = trimmed == text[:last - 1].rstrip() + "…" and text[last - 1] in "；;"
+        assert at_sentence or at_clause, (trimmed[-30:], text[last - 30:last])
 
 
 # --- 6, 7. one time rule, and lists that survive a pipe ------------------------------------

@@ -96,7 +96,8 @@ def test_json_shape(w40):
         assert set(theme) == {"name", "key", "name_en", "catch_all", "entries"}
         assert isinstance(theme["name"], str) and isinstance(theme["catch_all"], bool)
         for entry in theme["entries"]:
-            assert set(entry) == {"id", "title", "link", "published", "papers", "late"}
+            assert set(entry) == {"id", "title", "link", "published", "papers", "late", "source"}
+            assert entry["source"] is None  # one feed: no entry names it
             assert entry["link"].startswith("https://messagedaily.example/posts/")
             published = datetime.fromisoformat(entry["published"])
             assert W40.contains(published) and published.utcoffset() is not None

@@ -175,6 +175,7 @@ def test_poll_job_polls_at_start_and_again_on_schedule(make_settings, feed_serve
     next_poll = job.next_run_time - datetime.now(UTC)
     assert timedelta(minutes=59) < next_poll <= timedelta(minutes=62)
 
+    assert wait_until(lambda: settled(service))  # the first poll has returned, not only stored
     service.scheduler.modify_job(sched.POLL_JOB_ID, next_run_time=datetime.now(UTC))  # time passes
     assert wait_until(lambda: len(feed_server.requests) == 2)
     assert feed_server.requests[1][1].get("If-None-Match") == '"v1"'
@@ -226,6 +227,8 @@ def test_restart_after_a_missed_send_time_sends_exactly_once(make_settings, fres
     settings = make_settings(**send_at(missed))
     week = with_entries(settings, fresh_db)
     counter = CountingSend()
+    services(settings, send=counter).stop()  # a first start makes up nothing: it never ran before
+    assert counter.calls == []
 
     first = services(settings, send=counter)  # back up an hour after the send time
     assert wait_until(lambda: counter.calls == [week])
@@ -245,9 +248,11 @@ def test_a_send_the_job_store_moved_on_from_is_still_sent(make_settings, fresh_d
     missed = (datetime.now(SHANGHAI) - timedelta(minutes=5)).replace(microsecond=0)
     settings = make_settings(**send_at(missed))
     week = with_entries(settings, fresh_db)
+    services(settings, send=CountingSend()).stop()  # the service has run on this database
     killed = CountingSend(records=False)  # handed out, then the process died before freezing
-    services(settings, send=killed).stop()
-    assert killed.calls == [week]
+    dying = services(settings, send=killed)
+    assert wait_until(lambda: killed.calls == [week])
+    dying.stop()
     assert stored_send_time(fresh_db.engine) == missed + timedelta(days=7)  # the store moved on
 
     counter = CountingSend()
@@ -262,9 +267,10 @@ def test_two_missed_send_times_give_one_send(make_settings, fresh_db, services, 
     latest = (datetime.now(SHANGHAI) - timedelta(hours=2)).replace(second=0, microsecond=0)
     settings = make_settings(**send_at(latest))
     week = with_entries(settings, fresh_db)
-    counter = CountingSend()  # last up more than a week ago: two send times passed since
+    counter = CountingSend()
+    services(settings, send=counter).stop()  # last up more than a week ago, say
 
-    service = services(settings, send=counter)
+    service = services(settings, send=counter)  # two send times passed since
     assert wait_until(lambda: counter.calls == [week])
     assert (f"send due at {latest.isoformat(timespec='minutes')} ({week}) has not gone out: "
             "sending it now") in caplog.text
@@ -279,6 +285,8 @@ def test_a_send_missed_by_more_than_the_grace_period_is_skipped(make_settings, f
     settings = make_settings(send_grace_hours=24, **send_at(missed))
     with_entries(settings, fresh_db)
     counter = CountingSend()
+    services(settings, send=counter).stop()  # it ran here before
+    caplog.clear()
 
     service = services(settings, send=counter)
     assert wait_until(lambda: stored_send_time(fresh_db.engine) == missed + timedelta(days=7))
@@ -313,12 +321,13 @@ def test_an_interrupted_send_is_resumed_at_start(make_settings, fresh_db, servic
 
 
 def test_sends_due_together_run_one_after_the_other(make_settings, fresh_db, services):
-    with fresh_db.factory() as session, session.begin():
-        session.add(Digest(week="2026-W39", status="sending", subject="s", html="", text=""))
     missed = (datetime.now(SHANGHAI) - timedelta(hours=1)).replace(second=0, microsecond=0)
     settings = make_settings(**send_at(missed))
     week = with_entries(settings, fresh_db)
     counter = CountingSend(delay=0.3)
+    services(settings, send=counter).stop()  # it ran here before
+    with fresh_db.factory() as session, session.begin():
+        session.add(Digest(week="2026-W39", status="sending", subject="s", html="", text=""))
 
     services(settings, send=counter)
     assert wait_until(lambda: len(counter.calls) == 2 and counter.running == 0)

@@ -182,7 +182,9 @@ def test_a_crash_mid_send_then_run_completes_the_ledger_once_per_subscriber(
     scheduler.modify_job(sched.SEND_JOB_ID, next_run_time=due)
     scheduler.shutdown(wait=False)
 
-    env = service_env(tmp_path, fresh_db.url, **schedule, **smtp)
+    # one connection: one message in flight at the kill (tests/test_parallel_send.py kills
+    # a send with several, where each in-flight message may come twice, same Message-ID)
+    env = service_env(tmp_path, fresh_db.url, **schedule, **smtp, smtp_connections="1")
     smtp_server.delay = 0.3  # each message takes a while to be accepted
 
     # 1. `run` starts, sends the missed digest, and is killed in the middle of it

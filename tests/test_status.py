@@ -80,7 +80,7 @@ def test_feeds_schedule_digest_and_subscribers(make_settings, fresh_db, tmp_path
     assert last["week"] == "2026-W40" and last["status"] == "sending" and last["entries"] == 12
     assert last["deliveries"] == {"sent": 2, "failed": 1, "pending": 1}
     assert data["subscribers"] == {"pending": 1, "confirmed": 3, "unsubscribed": 1, "bounced": 1,
-                                   "total": 6}
+                                   "complained": 0, "total": 6}
 
 
 def test_a_missed_send_is_reported(make_settings, fresh_db):

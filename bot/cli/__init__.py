@@ -24,6 +24,7 @@ from bot.cli.app import App
 def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
     """digestbot: a research feed in, a weekly themed email digest out."""
     ctx.obj = App(config_file, verbose)
+    ctx.call_on_close(ctx.obj.close)
 
 
 

@@ -53,6 +53,13 @@ class App:
         db.check_current(self.engine)
         return db.session_factory(self.engine)
 
+    def close(self) -> None:
+        """Close the engine's pooled connections when the command ends: a
+        PostgreSQL connection left to the garbage collector warns, and a
+        command run in-process (tests, `run`) should not hold it open."""
+        if "engine" in self.__dict__:
+            self.engine.dispose()
+
 
 pass_app = click.make_pass_decorator(App)
 

@@ -104,16 +104,16 @@ def _feed_row(feed: Any, entries: int) -> list[Any]:
 @click.option("--name", help="What the feed is called in the email and in `feeds list` "
                              "(default: the feed's own title).")
 @click.option("--backfill", is_flag=True,
-              help="Mail its earlier posts in the next digest (default: they are stored "
-                   "but never mailed).")
+              help="Mail its earlier posts in the next digest (default: posts of weeks "
+                   "already mailed are stored but never mailed).")
 @pass_app
 @reports_errors
 def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     """Add the feed at URL (http(s) or a file path) and poll it once.
 
-    Its posts from before now are its backlog: stored and searchable, but no
-    later digest takes them, unless --backfill. Adding a feed that is already
-    there changes nothing and is not an error."""
+    Its posts from before now are its backlog: stored and searchable, never a
+    late addition to a later digest, unless --backfill. Adding a feed that is
+    already there changes nothing and is not an error."""
     with transaction(app.factory) as session:
         added = managed.add_feed(session, url, datetime.now(UTC), name=name, backfill=backfill)
         feed_id, normal, held = added.feed.id, added.feed.url, added.feed.backlog_before
@@ -136,8 +136,8 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     elif backfill:
         console.print("its earlier posts go into the next digest (--backfill)")
     else:
-        console.print("its earlier posts are stored but never mailed (add with --backfill "
-                      "to mail them in the next digest)")
+        console.print("its earlier posts are stored; those of weeks already mailed are never "
+                      "mailed (add with --backfill to mail them all in the next digest)")
 
 
 @feeds_command.command("remove")

@@ -63,4 +63,5 @@ def web_command(app: App, host: str | None, port: int | None) -> None:
     logs.configure(settings.log_level)
     uvicorn.run(application, host=host, port=port, log_config=None,
                 access_log=settings.log_level.upper() == "DEBUG",
-                proxy_headers=True, server_header=False)
+                # X-Forwarded-For is read by the app, from DIGESTBOT_TRUSTED_PROXIES only
+                proxy_headers=False, server_header=False)

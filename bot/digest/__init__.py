@@ -15,8 +15,9 @@ sees the same digest:
 - ``DigestEntry.entry_id`` is unique, so no entry is ever in two frozen digests.
 - One article, one appearance (issue 11): an entry whose article (link key or
   fingerprint, see ``bot.ingest.urls``) is in a frozen digest never goes into
-  another; a new feed's held-back backlog (``Entry.backlog == "held"``) goes
-  into none, and its ``"backfill"`` backlog into the next one, as late entries.
+  another. A new feed's backlog (``Entry.backlog == "held"``) belongs to its
+  own week if that week's digest is not frozen yet, and is never a late
+  entry; a ``"backfill"`` backlog goes into the next digest, as late entries.
 
 This module only selects and shapes data; ``bot.render`` turns it into email.
 

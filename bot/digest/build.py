@@ -67,8 +67,9 @@ def _late_entries(session: Session, week: Week) -> list[models.Entry]:
         return _backfill(session, week, set())
     candidates = queries.unfrozen_entries_between(session, earlier[0].start, week.start)
     left_out = draft_queries.excluded_in_weeks(session, frozen)  # the editor said no: not late either
-    late = [e for e in candidates
-            if week_of(e.published_at, week.tz).label in frozen and e.id not in left_out]
+    # a new feed's held-back backlog is never a late addition (it stays in its own week)
+    late = [e for e in candidates if e.backlog != "held"
+            and week_of(e.published_at, week.tz).label in frozen and e.id not in left_out]
     return late + _backfill(session, week, {e.id for e in late})
 
 

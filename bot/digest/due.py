@@ -11,7 +11,8 @@ whether a send is owed is derived, at start and at every send time, from:
 - whether that week's digest exists and how far its send got.
 
 A week whose digest does not exist is **due** while ``fire`` is less than
-``send_grace_hours`` ago, and **missed** after that. A digest 'sending' was
+``send_grace_hours`` ago, and **missed** after that (the scheduler makes up a
+due send only on a database it had already scheduled: a first start does not). A digest 'sending' was
 interrupted and is resumed from its ledger; 'sent' is done. No crash at any
 instant can skip a week: until the digest is frozen the week stays due, after
 that the ledger finishes it.

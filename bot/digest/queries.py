@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import ColumnElement, Connection, Table, func, insert, literal, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Table, func, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from bot.models import Digest, DigestEntry, Entry, EntrySource, Feed, FeedState
@@ -62,16 +62,15 @@ def backfill_entries_before(session: Session, moment: datetime) -> Sequence[Entr
 
 
 def mailable() -> list[ColumnElement[bool]]:
-    """Conditions an entry must meet to go into a digest (issue 11): it is not
-    a new feed's held-back backlog, and its article -- the same link key or the
-    same fingerprint (``bot.ingest.urls``) -- is in no frozen digest yet, so an
-    article mailed once is never mailed again whatever feed brings it back."""
+    """Conditions an entry must meet to go into a digest (issue 11): its
+    article -- the same link key or the same fingerprint (``bot.ingest.urls``)
+    -- is in no frozen digest yet, so an article mailed once is never mailed
+    again, whatever feed brings it back."""
     mailed = aliased(Entry)
     in_digest = select(DigestEntry.entry_id).where(DigestEntry.entry_id == mailed.id)
     links = select(mailed.link_key).where(mailed.link_key.is_not(None), in_digest.exists())
     prints = select(mailed.fingerprint).where(mailed.fingerprint.is_not(None), in_digest.exists())
     return [
-        or_(Entry.backlog.is_(None), Entry.backlog != "held"),
         or_(Entry.link_key.is_(None), Entry.link_key.not_in(links)),
         or_(Entry.fingerprint.is_(None), Entry.fingerprint.not_in(prints)),
     ]
@@ -84,21 +83,21 @@ def active_feed_count(session: Session) -> int:
 
 
 def source_names(session: Session, entry_ids: Iterable[int]) -> dict[int, str]:
-    """entry id -> the names of the feeds that brought it, first source first,
-    each name once (``Feed.display_name``; removed feeds left out unless they
-    are all there is)."""
+    """entry id -> the names of the feeds that brought it, in the order the
+    feeds were added (not the order their polls happened to store it), each
+    name once (``Feed.display_name``; removed feeds left out unless they are
+    all there is)."""
     ids = sorted(set(entry_ids))
     names: dict[int, list[tuple[bool, str]]] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        primary = select(Entry.id, Feed.name, Feed.title, Feed.url, Feed.status,
-                         literal(0).label("rank")).join(Feed, Feed.id == Entry.feed_id) \
-            .where(Entry.id.in_(chunk))
-        others = select(EntrySource.entry_id, Feed.name, Feed.title, Feed.url, Feed.status,
-                        literal(1).label("rank")).join(Feed, Feed.id == EntrySource.feed_id) \
+        primary = select(Entry.id, Feed.id.label("feed_id"), Feed.name, Feed.title, Feed.url,
+                         Feed.status).join(Feed, Feed.id == Entry.feed_id).where(Entry.id.in_(chunk))
+        others = select(EntrySource.entry_id, Feed.id.label("feed_id"), Feed.name, Feed.title,
+                        Feed.url, Feed.status).join(Feed, Feed.id == EntrySource.feed_id) \
             .where(EntrySource.entry_id.in_(chunk))
-        rows = session.execute(primary.union_all(others).order_by("rank", "url"))
-        for entry_id, name, title, url, status, _rank in rows:
+        rows = session.execute(primary.union_all(others).order_by("feed_id"))
+        for entry_id, _feed_id, name, title, url, status in rows:
             names.setdefault(entry_id, []).append(
                 (status == FeedState.REMOVED.value, name or title or url))
     shown = {}
@@ -117,10 +116,8 @@ def frozen_entry_ids(session: Session, entry_ids: Iterable[int]) -> set[int]:
 
 
 def latest_published_before(session: Session, moment: datetime) -> datetime | None:
-    """The newest publication time earlier than ``moment``, or None; a new
-    feed's held-back backlog does not count (no digest will hold it)."""
-    return session.scalar(select(func.max(Entry.published_at)).where(
-        Entry.published_at < moment, or_(Entry.backlog.is_(None), Entry.backlog != "held")))
+    """The newest publication time earlier than ``moment``, or None."""
+    return session.scalar(select(func.max(Entry.published_at)).where(Entry.published_at < moment))
 
 
 def entries_published_between(session: Session, start: datetime, end: datetime) -> Sequence[Entry]:

@@ -38,12 +38,12 @@ def trim_summary(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     sentence = _last_end(_SENTENCE_END, text, limit)
-    clause = _last_end(_CLAUSE_END, text, limit - 1)  # room for the ellipsis
+    clause = _last_end(_CLAUSE_END, text, limit)  # the ellipsis takes the ；'s place
     if sentence and sentence >= clause:
         return text[:sentence]
     if clause:
         return text[: clause - 1].rstrip() + "…"
-    comma = _last_end(_COMMA, text, limit - 1)
+    comma = _last_end(_COMMA, text, limit)
     if comma:
         return text[:comma].rstrip(" ,，、") + "…"
     cut = text[: limit - 1]

@@ -5,12 +5,13 @@ added when a command or the service starts (``sync_configured``), never
 removed, and a feed the operator removed or paused stays that way.
 
 A feed added after a digest went out has a *backlog*: the posts it had
-published before it was added. They are stored (searchable, counted) but no
-digest takes them as late additions: ``Feed.backlog_before`` marks the
-cut-off, and each such entry is stored with ``backlog="held"``. With
-``backfill`` they are marked ``"backfill"`` and go into the next digest.
-A feed added before any digest went out has no backlog: nobody has been
-mailed anything yet, so there is nothing to hold back.
+published before it was added (``Feed.backlog_before`` marks the cut-off).
+They are stored with ``backlog="held"``: searchable, counted, part of their
+own week's digest if that week has not gone out yet, but never a late
+addition (补录) to a later digest, so posts of weeks already mailed are never
+mailed. With ``backfill`` they are marked ``"backfill"`` and go into the next
+digest instead. A feed added before any digest went out has no backlog:
+nobody has been mailed anything yet, so there is nothing to hold back.
 
 Removing a feed keeps its row (status ``removed``) and the entries a digest
 already holds, so the archive and the "never mailed twice" rule stay whole;
@@ -169,16 +170,8 @@ def sync_configured(session: Session, settings: Settings, now: datetime) -> list
     the default, is added to an empty database only: an operator who added
     their own feeds does not get it back at every start.
     """
-    urls = settings.feed_urls
-    if urls == (example_feed_path(),) and session.scalar(select(exists().where(Feed.id > 0))):
-        return []
     added = []
-    for url in urls:
-        try:
-            normal = check_url(url)
-        except BotError as exc:
-            log.warning("DIGESTBOT_FEED_URLS: %s", exc.message)
-            continue
+    for normal in _to_add(session, settings, warn=True):
         feed = session.scalar(select(Feed).where(Feed.url == normal))
         if feed is None:
             added.append(add_feed(session, normal, now).feed)
@@ -187,6 +180,28 @@ def sync_configured(session: Session, settings: Settings, now: datetime) -> list
             log.info("%s is in DIGESTBOT_FEED_URLS but was removed with `digestbot feeds "
                      "remove`; `digestbot feeds add` brings it back", normal)
     return added
+
+
+def not_added_yet(session: Session, settings: Settings) -> list[str]:
+    """The feeds of ``DIGESTBOT_FEED_URLS`` the next start will add (for `status`)."""
+    return [url for url in _to_add(session, settings, warn=False)
+            if session.scalar(select(Feed.id).where(Feed.url == url)) is None]
+
+
+def _to_add(session: Session, settings: Settings, *, warn: bool) -> list[str]:
+    """The normalised configured URLs, minus the bundled default once the
+    database has feeds of its own."""
+    urls = settings.feed_urls
+    if urls == (example_feed_path(),) and session.scalar(select(exists().where(Feed.id > 0))):
+        return []
+    found = []
+    for url in urls:
+        try:
+            found.append(check_url(url))
+        except BotError as exc:
+            if warn:
+                log.warning("DIGESTBOT_FEED_URLS: %s", exc.message)
+    return list(dict.fromkeys(found))
 
 
 def add_configured(settings: Settings, factory: sessionmaker[Session]) -> list[str]:

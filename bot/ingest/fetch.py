@@ -111,12 +111,20 @@ class Fetcher:
 
     def __init__(self, options: FetchOptions) -> None:
         self.options = options
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="digestbot-fetch",
-                                        daemon=True)
-        self._thread.start()
-        self._client = self._run(self._make_client(), timeout=30)
+        self._lock = threading.Lock()
+        self._started = False  # the loop and client start with the first HTTP fetch
         self._closed = False
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="digestbot-fetch",
+                                            daemon=True)
+            self._thread.start()
+            self._client = self._run(self._make_client(), timeout=30)
+            self._started = True
 
     async def _make_client(self) -> httpx.AsyncClient:
         timeout = self.options.timeout
@@ -137,6 +145,7 @@ class Fetcher:
         """One conditional GET under the total deadline; FeedError on any failure."""
         if stop is not None and stop.is_set():
             raise FetchStopped(url)
+        self._start()
         future = asyncio.run_coroutine_threadsafe(
             _fetch_http(self._client, url, self.options, etag, last_modified), self._loop)
         deadline = time.monotonic() + self.options.timeout
@@ -160,6 +169,8 @@ class Fetcher:
         if self._closed:
             return
         self._closed = True
+        if not self._started:
+            return
         with contextlib.suppress(Exception):  # closing what may already be broken
             self._run(self._client.aclose(), timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -248,19 +259,20 @@ def _read_file(url: str, options: FetchOptions, last_modified: str | None) -> Fe
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise FeedError(f"{url}: cannot read the file: {exc.strerror}", hint=hint) from None
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise FeedError(f"{url}: not a regular file ({_kind(info.st_mode)})",
-                                hint="a local feed must be a file of RSS or Atom; " + hint)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise FeedError(f"{url}: not a regular file ({_kind(info.st_mode)})",
+                            hint="a local feed must be a file of RSS or Atom; " + hint)
+        with os.fdopen(fd, "rb") as fh:
             # the file's mtime plays the part of Last-Modified
             stamp = formatdate(info.st_mtime, usegmt=True) + f"; size={info.st_size}"
             if last_modified == stamp:
                 return FetchResult(url, None, last_modified=stamp)
             body = fh.read(options.max_bytes + 1)  # no more, whatever the size said
-        except OSError as exc:
-            raise FeedError(f"{url}: cannot read the file: {exc.strerror}", hint=hint) from None
+    except OSError as exc:
+        raise FeedError(f"{url}: cannot read the file: {exc.strerror}", hint=hint) from None
     if len(body) > options.max_bytes:
         raise _too_big(url, options.max_bytes)
     return FetchResult(url, body, last_modified=stamp)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -19,6 +19,8 @@ from bot.ingest import fetch as fetching
 from bot.ingest.parse import parse
 
 log = logging.getLogger(__name__)
+
+_STORING = threading.Lock()  # see poll_feed
 
 POLL_WORKERS = 8  # feeds fetched and parsed at once
 
@@ -62,7 +64,8 @@ class PollResult:
             line += f", {self.merged} already stored through another feed"
         if self.backlog:
             line += (f" ({self.backlog} of the new ones are its backlog: "
-                     + ("they go into the next digest)" if self.backfill else "never mailed)"))
+                     + ("they go into the next digest)" if self.backfill
+                        else "never mailed as late additions)"))
         return line + (f" (warning: {self.warning})" if self.warning else "")
 
 
@@ -90,17 +93,19 @@ def poll_feeds(
     total deadline of ``DIGESTBOT_HTTP_TIMEOUT``, so one slow feed delays no
     other. ``stop`` (set when the service stops) abandons the fetches in flight
     at once; their feeds are reported 'stopped', not failed. Results come back
-    in the order of the feeds; ``on_result`` is called as each one ends."""
+    in the order of the feeds, and are logged, alerted on and passed to
+    ``on_result`` in that order too (a fast feed is stored at once; only its
+    report waits for the feeds before it)."""
     options = fetch_options(settings)
     with transaction(factory) as session:
         targets = feeds.polled_urls(session, settings, urls, datetime.now(UTC))
-    results: dict[str, PollResult] = {}
+    results: list[PollResult] = []
     with fetching.make_client(options) as client, \
             ThreadPoolExecutor(max(1, min(POLL_WORKERS, len(targets))), "digestbot-poll") as pool:
         futures = [pool.submit(poll_feed, url, options, factory, client, stop) for url in targets]
-        for future in as_completed(futures):
+        for future in futures:
             result = future.result()
-            results[result.url] = result
+            results.append(result)
             if result.status == "stopped":
                 continue
             log.log(logging.WARNING if result.status == "error" else logging.INFO,
@@ -108,7 +113,7 @@ def poll_feeds(
             alerts.after_poll(settings, factory, result)
             if on_result:
                 on_result(result)
-    return [results[url] for url in targets if url in results]
+    return results
 
 
 def poll_feed(
@@ -129,7 +134,9 @@ def poll_feed(
             fetched = fetching.fetch(url, options, etag, last_modified, client, stop)
         except fetching.FetchStopped:
             return PollResult(url, "stopped")
-        with transaction(factory) as session:
+        # fetches run in parallel, stores one at a time: an article two feeds
+        # carry must see the other feed's committed entry to be stored once
+        with _STORING, transaction(factory) as session:
             feed = queries.get_or_create_feed(session, url)
             base = PollResult(url, "not-modified", feed_id=feed.id, name=feed.display_name,
                               failures=streak[0], failing_since=streak[1])

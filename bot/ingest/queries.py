@@ -33,7 +33,7 @@ class SaveCounts:
     unchanged: int = 0
     # items that are an article already stored (through another feed, or this one twice)
     merged: int = 0
-    # of the new ones: the feed's backlog, held back from digests (see Feed.backlog_before)
+    # of the new ones: the feed's backlog, never a late addition (see Feed.backlog_before)
     backlog: int = 0
 
 
@@ -258,9 +258,10 @@ def _new_row(feed: Feed, item: ParsedEntry, now: datetime, link_key: str | None,
 
 
 def backlog_of(feed: Feed, published: datetime | None, first_poll: bool) -> str | None:
-    """None for an entry digests take as usual; "held" or "backfill" for the
-    backlog of a feed added after a digest went out: what it had published
-    before it was added (an undated item counts when it is there at the first poll)."""
+    """None for an entry digests take as usual; "held" (never a late addition)
+    or "backfill" (into the next digest) for the backlog of a feed added after
+    a digest went out: what it had published before it was added (an undated
+    item counts when it is there at the first poll)."""
     cutoff = feed.backlog_before
     if cutoff is None:
         return None

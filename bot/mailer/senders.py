@@ -181,21 +181,26 @@ class SmtpSender:
         """``smtplib.SMTP.sendmail`` for one recipient, with a pause after the
         server's 354: it gets the data (and can accept it) only after ``ready()``,
         while MAIL, RCPT and DATA have already overlapped with whatever
-        ``ready`` waits for."""
+        ``ready`` waits for. A server that offers PIPELINING (RFC 2920) gets
+        MAIL, RCPT and DATA in one write: one round trip for the three."""
         conn.ehlo_or_helo_if_needed()
-        code, resp = conn.mail(envelope_from)
-        if code != 250:
+        # what conn.mail() and conn.rcpt() send, without parsing plain addresses each time
+        commands = (f"MAIL FROM:{_angle(envelope_from)}", f"RCPT TO:{_angle(recipient)}", "DATA")
+        replies = (_pipelined(conn, commands) if conn.has_extn("pipelining")
+                   else _one_by_one(conn, commands))
+        for stage, ((code, resp), expected) in enumerate(zip(replies, _EXPECTED, strict=False)):
+            if code in expected:
+                continue
+            if len(replies) == 3 and replies[2][0] == 354:  # pipelined DATA went in regardless
+                conn.send(b".\r\n")  # an empty message, to no valid recipient
+                conn.getreply()
             _reset(conn, code)
-            raise smtplib.SMTPSenderRefused(code, resp, envelope_from)
-        code, resp = conn.rcpt(recipient)
-        if code not in (250, 251):
-            _reset(conn, code)
-            raise smtplib.SMTPRecipientsRefused({recipient: (code, resp)})
-        code, resp = conn.docmd("data")
-        if code != 354:
-            _reset(conn, code)
+            if stage == 0:
+                raise smtplib.SMTPSenderRefused(code, resp, envelope_from)
+            if stage == 1:
+                raise smtplib.SMTPRecipientsRefused({recipient: (code, resp)})
             raise smtplib.SMTPDataError(code, resp)
-        data = _LEADING_DOT.sub(b"..", message)
+        data = _LEADING_DOT.sub(b"..", message) if _needs_stuffing(message) else message
         if not data.endswith(b"\r\n"):
             data += b"\r\n"
         if ready is not None:
@@ -233,6 +238,50 @@ class SmtpSender:
 
 
 _LEADING_DOT = re.compile(rb"(?m)^\.")
+_EXPECTED = ((250,), (250, 251), (354,))  # the good replies to MAIL, RCPT and DATA
+_PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9.-]+")
+
+
+def _needs_stuffing(message: bytes) -> bool:
+    """Whether a line starts with a dot. Dot-stuffing is a pass over the whole
+    message (~1.5 ms for a 140 KB digest), and so is looking for "\\n." (~0.14
+    ms); dots are rare (base64 bodies have none), and finding each one is
+    memchr-fast: ~0.03 ms."""
+    if message.startswith(b"."):
+        return True
+    dot = message.find(b".")
+    while dot != -1:
+        if message[dot - 1] == 0x0A:  # "\n"
+            return True
+        dot = message.find(b".", dot + 1)
+    return False
+
+
+def _pipelined(conn: smtplib.SMTP, commands: tuple[str, ...]) -> list[tuple[int, bytes]]:
+    """Send ``commands`` in one write and read their replies; after a 421 the
+    server closes the connection, so no further reply is read."""
+    conn.send("".join(f"{command}\r\n" for command in commands))
+    replies: list[tuple[int, bytes]] = []
+    for _ in commands:
+        replies.append(conn.getreply())
+        if replies[-1][0] == 421:
+            break
+    return replies
+
+
+def _one_by_one(conn: smtplib.SMTP, commands: tuple[str, ...]) -> list[tuple[int, bytes]]:
+    """Send ``commands`` one at a time, up to the first refused one."""
+    replies: list[tuple[int, bytes]] = []
+    for command, expected in zip(commands, _EXPECTED, strict=True):
+        replies.append(conn.docmd(command))
+        if replies[-1][0] not in expected:
+            break
+    return replies
+
+
+def _angle(address: str) -> str:
+    """``<address>``, as ``smtplib.quoteaddr`` makes it (which it does for others)."""
+    return f"<{address}>" if _PLAIN_ADDRESS.fullmatch(address) else smtplib.quoteaddr(address)
 
 
 class _NotReady(Exception):

@@ -19,11 +19,10 @@ lease while it works, and hands back what it did not send when it stops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Table, and_, bindparam, or_, select, update
 
 from bot.leases import is_dead
 from bot.models import Delivery, Subscriber
@@ -48,12 +47,38 @@ def dead_holders(conn: Connection, digest_id: int, owner: str, now: datetime) ->
     return [holder for holder in holders if holder and is_dead(holder)]
 
 
-def _free(owner: str, now: datetime, dead: Sequence[str]) -> ColumnElement[bool]:
+def _free(with_dead: bool) -> ColumnElement[bool]:
     """A row this worker may take: unclaimed, its lease over, its holder dead, or ours."""
-    options = [_D.claimed_by.is_(None), _D.lease_until < now, _D.claimed_by == owner]
-    if dead:
-        options.append(_D.claimed_by.in_(list(dead)))
+    options = [_D.claimed_by.is_(None), _D.lease_until < bindparam("c_now"),
+               _D.claimed_by == bindparam("c_owner")]
+    if with_dead:
+        options.append(_D.claimed_by.in_(bindparam("c_dead", expanding=True)))
     return or_(*options)
+
+
+def _claim_statements(with_dead: bool) -> tuple[Any, Any]:
+    """(pick, take): built once, so that running them costs no more than the
+    SQL (building and cache-keying them again for every batch cost more)."""
+    unfinished = and_(_D.digest_id == bindparam("c_digest"), _D.status.in_(UNFINISHED))
+    free = _free(with_dead)
+    # on PostgreSQL the picked rows stay locked until the commit, and rows
+    # other workers are picking right now are skipped, not waited for
+    pick = (select(_D.id).where(unfinished, _D.id > bindparam("c_after"), free)
+            .order_by(_D.id).limit(bindparam("c_limit")).with_for_update(skip_locked=True))
+    # the UPDATE checks again that each row is free as it writes it
+    take = (update(_DELIVERIES).where(_D.id.in_(bindparam("c_ids", expanding=True)), unfinished, free)
+            .values(claimed_by=bindparam("c_owner"), lease_until=bindparam("c_until"))
+            .returning(_D.id))
+    return pick, take
+
+
+_CLAIM = {with_dead: _claim_statements(with_dead) for with_dead in (False, True)}
+_CLAIMED_ROWS = (
+    select(_D.id, _D.subscriber_id, _S.email, _S.email_key, _D.status, _D.message_id,
+           _S.hard_failures)
+    .join_from(_DELIVERIES, _SUBSCRIBERS, _S.id == _D.subscriber_id)
+    .where(_D.id.in_(bindparam("c_ids", expanding=True))).order_by(_D.id)
+)
 
 
 def claim_batch(
@@ -61,34 +86,30 @@ def claim_batch(
     limit: int = 50, lease: timedelta = LEASE,
 ) -> list[LedgerRow]:
     """Claim up to ``limit`` unfinished rows with ids above ``after_id``, by id,
-    and return them with what sending needs. The caller commits."""
-    dead = dead_holders(conn, digest_id, owner, now)
-    free = _free(owner, now, dead)
-    unfinished = and_(_D.digest_id == digest_id, _D.status.in_(UNFINISHED))
+    and return them with what sending needs. The caller commits.
+
+    Rows held by dead workers are looked for only once no free row is left
+    (finding them scans all the digest's unfinished rows: once per batch,
+    that made a send quadratic in its size)."""
+    dead: list[str] = []
+    params: dict[str, Any] = {"c_digest": digest_id, "c_owner": owner, "c_now": now,
+                              "c_after": after_id, "c_limit": limit, "c_until": now + lease}
     while True:
-        # on PostgreSQL the picked rows stay locked until the commit, and rows
-        # other workers are picking right now are skipped, not waited for
-        picked = list(conn.execute(
-            select(_D.id).where(unfinished, _D.id > after_id, free)
-            .order_by(_D.id).limit(limit).with_for_update(skip_locked=True)).scalars())
+        pick, take = _CLAIM[bool(dead)]
+        picked = list(conn.execute(pick, params).scalars())
         if not picked:
-            return []
-        # the UPDATE checks again that each row is free as it writes it; on
-        # SQLite another worker may have taken them all since: pick again
-        ids = list(conn.execute(
-            update(_DELIVERIES).where(_D.id.in_(picked), unfinished, free)
-            .values(claimed_by=owner, lease_until=now + lease)
-            .returning(_D.id)
-        ).scalars())
+            if dead:
+                return []
+            dead = dead_holders(conn, digest_id, owner, now)
+            if not dead:
+                return []
+            params["c_dead"] = dead
+            continue
+        # on SQLite another worker may have taken them all since: pick again
+        ids = list(conn.execute(take, params | {"c_ids": picked}).scalars())
         if ids:
             break
-    rows = conn.execute(
-        select(_D.id, _D.subscriber_id, _S.email, _S.email_key, _D.status, _D.message_id,
-               _S.hard_failures)
-        .join_from(_DELIVERIES, _SUBSCRIBERS, _S.id == _D.subscriber_id)
-        .where(_D.id.in_(ids)).order_by(_D.id)
-    )
-    return [LedgerRow(*row) for row in rows]
+    return [LedgerRow(*row) for row in conn.execute(_CLAIMED_ROWS, {"c_ids": ids})]
 
 
 def renew_claims(conn: Connection, digest_id: int, owner: str, now: datetime,

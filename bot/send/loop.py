@@ -12,20 +12,26 @@ How a send survives being interrupted (Ctrl-C, kill -9, power loss)
 --------------------------------------------------------------------
 1. Every confirmed subscriber gets a 'pending' row, in one transaction,
    before the first message goes out (``ledger.create_pending_deliveries``).
-2. A row is marked 'sending' -- together with its Message-ID -- and that is
-   committed before the server can accept its message. When the server
-   answers 250 the row is marked 'sent' in the very next commit, which also
-   claims the following row (one commit per message). That commit runs while
-   the next message's MAIL, RCPT and DATA commands are exchanged; its data
-   goes out only once the commit is done (``Ledger.durable``).
-3. On SQLite the ledger's connection commits with ``synchronous=FULL``, so a
-   recorded state survives power loss, not only a killed process.
+2. A worker claims rows a small batch at a time (``bot.send.claims``) and,
+   in the claim's own commit, gives each row without one a Message-ID
+   (``Ledger.unfinished``). That commit is on disk before the batch's first
+   message can go out, so every Message-ID is fixed and durable before the
+   server sees its data; a row sent again (4.) carries the same one.
+3. Per message, one commit, made before its SMTP commands go out: the
+   previous row 'sent' (the server answered 250) or 'failed', and this row
+   'sending' (its subscriber is checked to be still confirmed). On SQLite
+   the commit is written to the write-ahead log at once
+   (``synchronous=NORMAL``: a killed process loses nothing) and a helper
+   thread syncs the log to disk right after (``bot.send.walsync``), as
+   ``synchronous=FULL`` would, so it survives power loss too. On PostgreSQL
+   the commit itself runs in a helper thread while the message goes out.
 4. A run only ever sends rows that are 'pending' or 'sending'; a 'sent' row
    is never sent again. A row still 'sending' when a run starts was in flight
    when the previous run died: it is sent again (at-least-once for that one
    message) under the *same* Message-ID, so clients and archives that
    deduplicate by Message-ID show it once, and the outbox (files named by
-   Message-ID) holds one file either way.
+   Message-ID) holds one file either way. A 'pending' row with a Message-ID
+   was claimed but not sent: it goes out once, with that Message-ID.
 5. In the CLI, Ctrl-C and SIGTERM only set a stop flag: the message in flight
    finishes and is recorded, so a graceful stop never leaves a row 'sending'.
 
@@ -33,11 +39,39 @@ The one window that remains runs from the end of the message data (the
 final "." of DATA) to our commit of 'sent' after the server's 250: the
 server's own processing before it answers (queueing, content checks: from
 milliseconds to seconds, however long the server takes), the reply's way
-back, then two small UPDATEs and the commit's disk sync. A hard kill or power
-loss in that window gives that recipient a second copy, with the same
-Message-ID; SMTP gives a client that never saw the answer no way to learn
-whether the message was taken. A kill before the end of DATA is no delivery
-yet and the message is simply sent on the next run.
+back, then two small UPDATEs and the commit -- and, for power loss, the
+sync of that commit, which the helper thread starts at once (one disk sync,
+about 1.5 ms here). A hard kill or power loss in that window gives that
+recipient a second copy, with the same Message-ID; SMTP gives a client that
+never saw the answer no way to learn whether the message was taken. A kill
+before the end of DATA is no delivery yet and the message is simply sent on
+the next run.
+
+What is no longer paid per message (issue 16), and why that is safe
+------------------------------------------------------------------------
+Profiled against Postfix's ``smtp-sink`` (a server with no latency of its
+own), one connection reached about half the rate of a plain smtplib loop.
+Per message the send waited for:
+
+- a disk sync (``synchronous=FULL``, ~1.5 ms here: as long as a whole
+  message) before the message's data could go out, because that commit
+  also held the message's new Message-ID. Now Message-IDs are given when a
+  batch of rows is claimed, with one sync per batch (2.), so no message
+  waits for a sync; each message's own commit is still synced to disk, by
+  the helper thread, right after it is made (3.). What must be durable
+  before DATA (the Message-ID) still is; 'sent' still becomes durable one
+  sync after the 250, as before.
+- three round trips for MAIL, RCPT and DATA: a server that offers
+  PIPELINING (RFC 2920) gets them in one write, and its replies are read
+  after; the data still goes out only after the 354 (``bot.mailer.senders``).
+- a regular-expression pass over the whole message for dot-stuffing: now
+  only when a line starts with a dot (the base64 bodies never do), and
+  smtplib's parsing of the two addresses: plain ones are bracketed directly.
+
+Still per message, because they differ per recipient: the unsubscribe token
+(an HMAC, signed a batch at a time: ``Composer.prepare``), splicing the
+personal headers and the base64 tail that holds the link into the message
+built once per run (``bot.mailer.message``), and two UPDATEs and a commit.
 
 The core loop (``deliver``) depends only on narrow interfaces: a ``Ledger``
 (``bot.send.ledger.DbLedger``), a ``Sender``
@@ -88,7 +122,9 @@ class Outcome:
 
 
 class Ledger(Protocol):
-    def unfinished(self, after_id: int, limit: int) -> Sequence[LedgerRow]: ...
+    def unfinished(self, after_id: int, limit: int) -> Sequence[LedgerRow]:
+        """The next rows to send (with the Message-ID each will carry, if it has one)."""
+        ...
 
     def count_unfinished(self) -> int: ...
 
@@ -98,8 +134,9 @@ class Ledger(Protocol):
         ...
 
     def durable(self) -> None:
-        """Return once everything ``step`` recorded is on disk (it may commit in
-        the background while the next message is being transferred)."""
+        """Return once the row claimed last may be handed over: that step's
+        commit is made (it may run in the background while the message's SMTP
+        commands are exchanged) and the row's Message-ID is on disk."""
         ...
 
     def renew(self) -> None: ...
@@ -198,14 +235,21 @@ def deliver(
     last_renew = clock()
     done: Outcome | None = None
     after = 0
+    gone: set[int] = set()  # rows another worker finished or holds: never looked at again
     if progress:
         progress(report)
     try:
         while not stop.is_set():
             rows = ledger.unfinished(after, batch)
             if not rows and after:
-                after = 0  # rows freed behind us (a dead worker's) are ours to send too
-                rows = ledger.unfinished(after, batch)
+                # rows freed behind us (a dead worker's) are ours to send too; record
+                # the last outcome first, so the message just sent is not among them
+                if done is not None:
+                    _, bounced = ledger.step(done, None)
+                    report.bounced += bounced
+                    done = None
+                after = 0
+                rows = [r for r in ledger.unfinished(after, batch) if r.id not in gone]
             if not rows:
                 break
             composer.prepare(rows)
@@ -220,6 +264,8 @@ def deliver(
                 state, bounced = ledger.step(done, (row, message_id))
                 done = None
                 report.bounced += bounced
+                if state == "gone":  # finished or taken by another worker meanwhile
+                    gone.add(row.id)
                 if state == "skipped":
                     report.skipped += 1
                     if progress:
@@ -261,8 +307,8 @@ def _send_one(
     attempt = 0
     while True:
         try:
-            # the server may accept this message only once the previous one's
-            # 'sent' is on disk: ledger.durable() runs before the data goes out
+            # the server may accept this message only once its claim is committed
+            # and its Message-ID on disk: ledger.durable() runs before the data
             sender.send(envelope_from, row.email, data, message_id, ready=ledger.durable)
             return Outcome(row, "sent", retries=attempt)
         except PermanentFailure as exc:

@@ -146,8 +146,10 @@ def deliver_frozen(
     def start_worker() -> Worker:
         own = sender is None
         worker_sender = sender or mailer.make_sender(settings)
+        composer = DigestComposer(message, tokens, settings.base_url)
+        # Message-IDs are given as rows are claimed, durable in the claim's commit
         db_ledger = ledger.DbLedger(factory, digest_id, settings.max_hard_failures,
-                                    claim_size=claim_size)
+                                    claim_size=claim_size, new_message_id=composer.new_message_id)
 
         def close() -> None:
             try:
@@ -155,7 +157,6 @@ def deliver_frozen(
                     worker_sender.close()
             finally:
                 db_ledger.close()
-        composer = DigestComposer(message, tokens, settings.base_url)
         return Worker(db_ledger, worker_sender, composer, close)
 
     result = deliver_parallel(

@@ -26,7 +26,7 @@ from bot.mailer import Sender, make_sender
 from bot.tokens import Tokens
 from bot.web import admin, archive, feed, health, public
 from bot.web.limits import SharedWindow, utcnow
-from bot.web.security import BodyLimit, RateLimits
+from bot.web.security import SECURITY_HEADERS, BodyLimit, RateLimits, SecurityHeaders, slash_redirect
 from bot.web.site import HealthCheck, Site, site_of
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,12 @@ def create_app(
     app = Starlette(
         routes=[*public.ROUTES, *archive.ROUTES, *feed.ROUTES, *health.ROUTES, *admin.ROUTES],
         exception_handlers=handlers,
-        middleware=[Middleware(BodyLimit, too_large=too_large)],  # type: ignore[arg-type]
+        middleware=[Middleware(SecurityHeaders),  # CSP, frames, referrer: on every answer
+                    Middleware(BodyLimit, too_large=too_large)],  # type: ignore[arg-type]
     )
+    # Starlette's own /archive/ -> /archive redirect is built from the Host header,
+    # which a client chooses; ours (http_error) goes to DIGESTBOT_BASE_URL
+    app.router.redirect_slashes = False
     app.state.site = site
     app.state.admin = admin.Admin(site)  # the operator's console (bot.web.admin)
     return app
@@ -79,10 +83,15 @@ async def too_large(request: Request) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     code = exc.status_code if isinstance(exc, HTTPException) else 500
+    if code == 404 and (moved := slash_redirect(request, site_of(request).settings.base_url)):
+        return moved
     key = ERROR_PAGES.get(code) or ("error" if code >= 500 else "invalid")
     return site_of(request).page(key, status=code)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
     log.error("error handling %s %s", request.method, request.url.path, exc_info=exc)
-    return site_of(request).page("error", status=500)
+    response = site_of(request).page("error", status=500)
+    for name, value in SECURITY_HEADERS.items():  # answered outside the middleware
+        response.headers.setdefault(name, value)
+    return response

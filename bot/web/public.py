@@ -31,6 +31,7 @@ from starlette.routing import Route
 from bot import subscriptions
 from bot.render import SAMPLE_UNSUBSCRIBE_TOKEN
 from bot.tokens import ConfirmClaim, TokenExpired, TokenInvalid, UnsubscribeClaim
+from bot.web.security import address_rate_key, client_ip
 from bot.web.site import Site, site_of
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -70,7 +71,7 @@ async def index(request: Request) -> Response:
 
 async def subscribe(request: Request) -> Response:
     site = site_of(request)
-    client = request.client.host if request.client else "unknown"
+    client = client_ip(request, site.settings.trusted_proxies)  # behind a proxy: the real client
     if not await site.db(site.ip_window.allow, client):
         return site.page("ratelimit", status=429)
     form = await request.form(max_files=0, max_fields=10)
@@ -82,7 +83,8 @@ async def subscribe(request: Request) -> Response:
         error = site.lang.gettext("That doesn't look like an email address. Please check it and try again.")
         return site.page("subscribe", status=400, template="home.html", back=False, error=error,
                          value=value[:254])
-    if not await site.db(site.address_window.allow, address.lower()):
+    # victim+1@, victim+2@ ... are one inbox: one limit
+    if not await site.db(site.address_window.allow, address_rate_key(address)):
         return site.page("ratelimit", status=429)
     change = await site.db(subscriptions.subscribe, site.factory, address)
     response = site.page("check")

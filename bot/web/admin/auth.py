@@ -39,6 +39,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from bot.passwords import admin_password_hash, verify_password
 from bot.tokens import load_secret_key
 from bot.web.limits import SharedWindow
+from bot.web.security import client_ip
 from bot.web.site import Site
 
 COOKIE = "digestbot_admin"
@@ -105,7 +106,7 @@ class Admin:
 
     def may_try_login(self, request: Request) -> bool:
         """Counts the attempt in the database: call it off the event loop."""
-        client = request.client.host if request.client else "unknown"
+        client = client_ip(request, self.site.settings.trusted_proxies)  # behind a proxy: the real client
         return self.per_ip.allow(client) and self.total.allow("*")
 
     # --- the cookie ----------------------------------------------------------------
