@@ -32,7 +32,7 @@ from bot.ingest import queries
 from bot.models import Feed
 
 if TYPE_CHECKING:
-    from bot.ingest.poll import PollResult
+    from bot.ingest.result import PollResult
 
 log = logging.getLogger(__name__)
 

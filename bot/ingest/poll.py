@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -17,56 +17,13 @@ from bot.errors import FeedError
 from bot.ingest import alerts, feeds, queries
 from bot.ingest import fetch as fetching
 from bot.ingest.parse import parse
+from bot.ingest.result import PollResult
 
 log = logging.getLogger(__name__)
 
 _STORING = threading.Lock()  # see poll_feed
 
 POLL_WORKERS = 8  # feeds fetched and parsed at once
-
-
-@dataclass(frozen=True)
-class PollResult:
-    """What one feed's poll did; ``status`` is ok, not-modified, error or
-    stopped (the service stopped while it was fetched: nothing recorded).
-
-    ``failures`` and ``failing_since`` describe the feed's failure streak: the
-    one this error continues, or, after a success, the one it just ended (0
-    and None if there was none); ``bot.ingest.alerts`` mails about them.
-    """
-
-    url: str
-    status: str
-    new: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    error: str | None = None
-    warning: str | None = None
-    merged: int = 0  # items that are articles already stored (another feed brought them)
-    backlog: int = 0  # of the new ones: the backlog of a feed added late
-    backfill: bool = False  # ... which goes into the next digest
-    feed_id: int | None = None
-    name: str | None = None
-    hint: str | None = None
-    failures: int = 0
-    failing_since: datetime | None = None
-
-    def summary(self) -> str:
-        if self.status == "stopped":
-            return f"stopped       {self.url}: the poll was stopped"
-        if self.status == "error":
-            return f"error         {self.url}: {self.error}"
-        if self.status == "not-modified":
-            return f"not modified  {self.url}"
-        line = (f"ok            {self.url}: {self.new} new, {self.updated} updated, "
-                f"{self.unchanged} unchanged")
-        if self.merged:
-            line += f", {self.merged} already stored through another feed"
-        if self.backlog:
-            line += (f" ({self.backlog} of the new ones are its backlog: "
-                     + ("they go into the next digest)" if self.backfill
-                        else "never mailed as late additions)"))
-        return line + (f" (warning: {self.warning})" if self.warning else "")
 
 
 def fetch_options(settings: Settings) -> fetching.FetchOptions:
