@@ -55,6 +55,8 @@ def _env(db_url: str, port: int) -> dict[str, str]:
         "DIGESTBOT_SMTP_PORT": str(port),
         "DIGESTBOT_SMTP_SECURITY": "none",
         "DIGESTBOT_SEND_RATE": "0",
+        # like for like with the one-connection floor (bench/send_parallel.py runs several)
+        "DIGESTBOT_SMTP_CONNECTIONS": "1",
         "DIGESTBOT_SECRET_KEY": "bench-secret-key",
         "DIGESTBOT_FROM_ADDR": "digestbot <digest@bench.example>",
         "DIGESTBOT_LOG_LEVEL": "WARNING",

@@ -91,8 +91,9 @@ def test_racing_requests_never_get_through_over_the_limit(fresh_db: FreshDB) -> 
         thread.join(30)
     assert len(answers) == 12
     allowed = sum(answers)
-    assert 1 <= allowed <= 5
-    # racers may all have been refused together; afterwards the rest of the limit is there
+    assert allowed <= 5
+    # racers can be refused together (each counts the others' hits), never let through
+    # together over the limit; afterwards the rest of the limit is there
     assert [window.allow("9.9.9.9") for _ in range(6 - allowed)] == [True] * (5 - allowed) + [False]
 
 

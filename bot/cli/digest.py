@@ -157,7 +157,9 @@ def send_command(app: App, week: str | None, dry_run: bool, to: str | None, rese
     for other in report.other_unfinished:
         err_console.print(f"note: the send of {other} is unfinished; "
                           f"run `digestbot send --week {other}` to finish it", markup=False)
-    if report.outcome == "incomplete":
+    # another send of the week holds the rest and finishes it: nothing is wrong here
+    shared = bool(report.held_elsewhere) and not report.errors and not stop.is_set()
+    if report.outcome == "incomplete" and not shared:
         sys.exit(130 if stop.is_set() else 1)
     if report.outcome == "awaiting-approval":
         sys.exit(1)

@@ -6,8 +6,9 @@ in mails are built from it, and pages link relative to its path.
 
 Modules: ``app`` (``create_app``: wiring, error pages), ``site`` (what the
 handlers share, and the one way to answer with a page), ``public`` (the
-subscriber's pages), ``archive``, ``health``, ``security`` (rate limits, body
-limit, private headers). Pages are templates under ``templates/web/``, words
+subscriber's pages), ``archive``, ``health``, ``security`` (rate limits' values,
+body limit, private headers), ``limits`` (rate-limit counters in the database,
+shared by every instance). Pages are templates under ``templates/web/``, words
 from the message catalogue (``bot.templating``). An admin console belongs in
 its own package ``bot/web/admin/`` with its own routes, added in ``app``, so
 the public pages and the admin stay apart.
