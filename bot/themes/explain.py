@@ -14,6 +14,7 @@ REASONS = {
     "best_theme": "its best theme",
     "lone_theme": "its best theme, kept although alone on it this week (within max_sections)",
     "fallback_theme": "its next-best theme: its best theme's section was dissolved to fit max_sections",
+    "feed_terms": "its keywords left it undecided; it shares the most terms with this theme's clear entries",
     "weak_theme": "below min_score, but its best theme has a section this week",
     "shared_terms": "shares distinctive terms with the other entries of this section",
     "themes_do_not_fit": "the themes file fits too few entries this week: grouped by shared terms",
@@ -28,6 +29,7 @@ def explanation_json(why: Explanation) -> dict[str, Any]:
         "reason": why.reason,
         "theme": why.theme_key,
         "shared_terms": list(why.shared_terms),
+        "feed_terms": {"points": why.feed_points, "terms": list(why.feed_terms)},
         "scores": [_score_json(score) for score in why.top],
     }
 
@@ -49,6 +51,9 @@ def explanation_lines(why: Explanation, max_hits: int = 6) -> list[str]:
     lines = [f"    why: {why.reason} ({REASONS.get(why.reason, why.reason)})"]
     if why.shared_terms:
         lines.append(f"    shared terms: {', '.join(why.shared_terms)}")
+    if why.feed_points:
+        lines.append(f"    feed terms: +{why.feed_points:g} for terms shared with this theme's clear entries"
+                     f" ({', '.join(why.feed_terms) or 'none in particular'})")
     for score in why.top:
         hits = ", ".join(
             f"{hit.term} [{hit.field}{'x' + str(hit.count) if hit.count > 1 else ''}"

@@ -36,11 +36,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from bot.themes.affinity import MAX_HISTORY, exemplar_theme, theme_affinity
 from bot.themes.derive import Cluster, cluster_items
 from bot.themes.model import FIT_MARGIN, Explanation, Fit, Group, Item, Reason, ThemeScore, ThemeSet
 from bot.themes.scoring import best_theme, lexicon, normalise_text, score_details
 from bot.themes.terms import Vocabulary
 
+AFFINITY_WEIGHT = 3.0  # similarity 1 to a theme's profile is worth this many x min_score
 SECONDARY_RATIO = 0.5  # a fallback theme must score at least this share of the best one
 WEAK_RATIO = 0.5  # share of min_score with which an entry joins a theme already in the week
 
@@ -62,6 +64,9 @@ class _Entry:
     fits: bool
     reason: Reason = "no_theme"
     shared_terms: tuple[str, ...] = ()
+    bonus: tuple[float, ...] = ()  # points from the feed's own usage (``_refine``), per theme
+    feed_terms: tuple[str, ...] = ()  # the terms behind the best theme's bonus
+    moved: bool = False  # the bonus changed its best theme
 
 
 @dataclass
@@ -135,12 +140,52 @@ def group_week(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Ite
     entries = [_score(item, themes, lex) for item in ordered]
     fit = Fit(len(entries), sum(_clear(e, themes) for e in entries), themes.min_fit)
     vocab = Vocabulary(_phrases(themes))
+    if fit.fits:
+        _refine(entries, history, themes, vocab, lex)
     if not fit.fits:
         sections, catch_all = _by_terms(entries, ordered, vocab, history)
     else:
         sections, catch_all = _by_themes(entries, ordered, vocab, themes, history)
     sections, catch_all = _enforce_cap(sections, catch_all, themes)
     return Grouping(_render(sections, catch_all, themes), fit)
+
+
+def _refine(
+    entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, vocab: Vocabulary, lex: Any
+) -> None:
+    """Let the feed's own usage decide entries its keywords leave undecided.
+
+    Each theme's profile is the distinctive terms of the entries (this week's
+    and the feed's recent history) whose keywords put them clearly and
+    decisively in it (``bot.themes.affinity``). Every other entry gets, per
+    theme, ``AFFINITY_WEIGHT x min_score x`` its similarity to that profile
+    on top of its keyword score, for the themes its keywords name (any theme
+    when its keywords fit none): a near tie between two themes goes to the
+    one whose entries it resembles, and an entry short of keywords can reach
+    the theme whose vocabulary it shares.
+    """
+    clear = FIT_MARGIN * themes.min_score
+    recent = [_score(item, themes, lex) for item in list(history)[-MAX_HISTORY:]]
+    labelled = [(e.item, exemplar_theme(e.scores, clear)) for e in (*entries, *recent)]
+    affinity = theme_affinity([e.item for e in entries], labelled, len(themes.themes), vocab)
+    for entry in entries:
+        if exemplar_theme(entry.scores, clear) is not None:
+            continue
+        similarity = affinity.similarity[entry.item.key]
+        # an entry that fits by keywords only chooses among the themes its keywords name
+        bonus = tuple(
+            AFFINITY_WEIGHT * themes.min_score * sim if score > 0 or not entry.fits else 0.0
+            for sim, score in zip(similarity, entry.scores, strict=True)
+        )
+        scores = tuple(score + extra for score, extra in zip(entry.scores, bonus, strict=True))
+        best = best_theme(scores)
+        entry.bonus = bonus
+        entry.scores = scores
+        if best != entry.best:
+            entry.best = best
+            entry.fits = scores[best] >= themes.min_score
+            entry.moved = True
+        entry.feed_terms = affinity.shared[entry.item.key].get(best, ())
 
 
 def _by_themes(
@@ -150,7 +195,7 @@ def _by_themes(
     rest: list[_Entry] = []
     for entry in entries:
         if entry.fits:
-            entry.reason = "best_theme"
+            entry.reason = "feed_terms" if entry.moved else "best_theme"
             by_theme.setdefault(entry.best, _Section(entry.best, [])).entries.append(entry)
         else:
             rest.append(entry)
@@ -273,7 +318,12 @@ def _dissolve_cost(
 
 def _explain(entry: _Entry, theme_key: str | None) -> Explanation:
     top = sorted((d for d in entry.details if d.score > 0), key=lambda d: -d.score)[:3]
-    return Explanation(entry.item.key, entry.reason, theme_key, tuple(top), entry.shared_terms)
+    index = next((i for i, d in enumerate(entry.details) if d.theme_key == theme_key), None)
+    points = entry.bonus[index] if entry.bonus and index is not None else 0.0
+    return Explanation(
+        entry.item.key, entry.reason, theme_key, tuple(top), entry.shared_terms,
+        feed_points=round(points, 2), feed_terms=entry.feed_terms if points else (),
+    )
 
 
 def _by_title(entry: _Entry) -> tuple[str, str]:

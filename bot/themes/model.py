@@ -20,6 +20,7 @@ Reason = Literal[
     "best_theme",  # its best theme, which scored at least min_score
     "lone_theme",  # its best theme, kept although the entry is alone on it this week
     "fallback_theme",  # its best theme's section was dissolved (max_sections); next-best kept theme
+    "feed_terms",  # its keywords left it undecided; it shares most terms with this theme's clear entries
     "weak_theme",  # below min_score, but its best theme has a section this week anyway
     "shared_terms",  # a derived section: shares distinctive terms with the other members
     "themes_do_not_fit",  # the week fits the themes file too poorly; grouped by shared terms
@@ -119,6 +120,8 @@ class Explanation:
     theme_key: str | None  # the theme it landed in, if any
     top: tuple[ThemeScore, ...]  # its best themes, highest first (at most three)
     shared_terms: tuple[str, ...] = ()  # derived sections: the terms it shares
+    feed_points: float = 0.0  # points its theme got from the feed's own usage (bot.themes.affinity)
+    feed_terms: tuple[str, ...] = ()  # ... and the terms it shares with that theme's clear entries
 
 
 @dataclass(frozen=True)
