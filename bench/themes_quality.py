@@ -11,6 +11,9 @@ Sets (feeds and labels under tests/fixtures/):
               (default RL themes, which do not fit it); pl-dev-suggest: with a suggested themes file
   heldout-zh  54 real 2025 RL / agent papers written up in Chinese, 2026-W41..W44, labelled first
   heldout-en  the same papers in English, same labels
+  heldout2-zh 48 more real 2025 RL / agent papers in Chinese, 2026-W45..W48, written and labelled by a
+              helper session that never saw the grouping code or its output (tests/fixtures/heldout2/)
+  heldout2-en the same papers in English, same labels
   db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
   db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
 
@@ -72,6 +75,8 @@ SETS: dict[str, EvalSet] = {
     "pl-dev-suggest": EvalSet("pl-dev-suggest", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv", suggest=True),
     "heldout-zh": EvalSet("heldout-zh", HELDOUT / "rl-zh.xml", HELDOUT / "rl-zh_labels.tsv"),
     "heldout-en": EvalSet("heldout-en", HELDOUT / "rl-en.xml", HELDOUT / "rl-en_labels.tsv"),
+    "heldout2-zh": EvalSet("heldout2-zh", FIXTURES / "heldout2" / "rl-zh.xml", FIXTURES / "heldout2" / "labels.tsv"),
+    "heldout2-en": EvalSet("heldout2-en", FIXTURES / "heldout2" / "rl-en.xml", FIXTURES / "heldout2" / "labels.tsv"),
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
 }

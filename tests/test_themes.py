@@ -287,7 +287,8 @@ def test_over_max_sections_a_lone_entry_moves_to_a_decent_theme_or_the_catch_all
         Item("s1", "Self-Play from Zero Data", "出题者与解题者自博弈、共进化。"),
         Item("s2", "Recursive Self-Improvement 精读", "自我改进循环。"),
         # best theme: on-policy distillation (alone, clearly ahead); decent second: self-improvement
-        Item("x", "On-Policy Distillation 精读", "学生在自己的轨迹上接受教师监督与在线策略蒸馏，实现自我改进、自进化与自博弈。"),
+        Item("x", "On-Policy Distillation 精读",
+             "学生在自己的轨迹上接受教师监督与在线策略蒸馏，实现自我改进、自进化与自博弈。"),
         # alone, and nowhere else decent
         Item("y", "Jailbreak Attacks on Tool-Using Agents", "prompt injection and malware"),
         Item("z", "Multi-Agent Debate 精读", "多智能体辩论与协作。"),

@@ -1,11 +1,12 @@
 """The grouping against hand labels: dev weeks and held-out weeks side by side.
 
-Sets and scorer: tests/fixtures/eval/ (dev) and tests/fixtures/heldout/ (see
-its README: labelled before the grouping ran on them, never tuned on). The
-thresholds are the measured figures (README, "Themes") less a small margin,
-so a change that makes grouping worse fails here; they are not the goals.
-The issue's goal of F1 >= 0.85 is met on held-out Chinese, not yet on
-held-out English (0.83).
+Sets and scorer: tests/fixtures/eval/ (dev), tests/fixtures/heldout/ and
+tests/fixtures/heldout2/ (see their READMEs: labelled before the grouping ran
+on them, never tuned on). The thresholds are the measured figures (README,
+"Grouping into themes") less a small margin, so a change that makes grouping
+worse fails here; they are not the goals. The issue's goal (F1 >= 0.85, at
+most 15 % in the catch-all) is met on the first held-out set in both
+languages, not on the second (0.85 Chinese, 0.79 English).
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ import themes_quality as tq  # noqa: E402
 # set: (minimum pairwise F1, maximum catch-all share)
 THRESHOLDS = {
     "dev": (0.95, 0.15),  # measured 1.000, 11.1 %
-    "dev-en": (0.85, 0.15),  # measured 0.909, 11.1 %
-    "heldout-zh": (0.90, 0.10),  # measured 0.924, 3.7 %
-    "heldout-en": (0.80, 0.10),  # measured 0.832, 5.6 % (goal 0.85: not met yet)
+    "dev-en": (0.90, 0.15),  # measured 0.941, 11.1 %
+    "dev-late": (0.78, 0.10),  # measured 0.815, 4.0 %
+    "dev-en-late": (0.78, 0.10),  # measured 0.815, 4.0 %
+    "heldout-zh": (0.88, 0.10),  # measured 0.912, 1.9 %
+    "heldout-en": (0.82, 0.10),  # measured 0.858, 0.0 %
+    "heldout2-zh": (0.81, 0.15),  # measured 0.848, 10.4 %
+    "heldout2-en": (0.75, 0.15),  # measured 0.788, 6.2 % (goal 0.85: not met)
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
