@@ -84,6 +84,25 @@ def acquire(factory: sessionmaker[Session], name: str, owner: str, ttl: timedelt
         return bool(taken)
 
 
+def clear_abandoned(factory: sessionmaker[Session], name: str,
+                    now: datetime | None = None) -> bool:
+    """Remove ``name`` if its holder is gone (its lease ran out, or its process
+    no longer runs on this machine); True if this call removed it. A lease
+    given up normally is deleted already (``release``), so False means free,
+    or held by a holder that may still run. Of several callers at once, one
+    removes it."""
+    now = now or datetime.now(UTC)
+    with factory() as session:
+        holder = session.get(Lease, name)
+        if holder is None or not (holder.expires_at < now or is_dead(holder.owner)):
+            return False
+        removed = _rowcount(session.execute(
+            delete(Lease).where(Lease.name == name, Lease.owner == holder.owner,
+                                Lease.expires_at == holder.expires_at)))
+        session.commit()
+        return removed == 1
+
+
 def release(factory: sessionmaker[Session], name: str, owner: str) -> None:
     """Give the lease up if ``owner`` holds it."""
     with factory() as session:

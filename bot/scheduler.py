@@ -21,6 +21,11 @@ database) as plain references:
   that fails (SMTP down, another run holds the digest's lock) schedules the
   same one-off ``RETRY_MINUTES`` later; one-offs live in a memory store, since
   every start looks for half-sent digests anyway.
+- ``watch-sends``: every ``SEND_WATCH_SECONDS``, in every instance: if the
+  instance that held the scheduled send died with it (its lease left behind,
+  run out or naming a process gone from this machine), ``take-over-send``
+  finishes what it left -- the owed week, a half-sent digest -- without a
+  restart, the ledger making sure nobody gets a second copy.
 
 The job functions find their settings and session factory in a module-level
 context that the service sets at start (``set_context``), so jobs stored by
@@ -51,15 +56,13 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import BaseJobStore
 from apscheduler.jobstores.memory import MemoryJobStore
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import STATE_RUNNING, STATE_STOPPED, BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
-from sqlalchemy import Column, Engine, Float, MetaData, String, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db, ingest, leases
+from bot import ingest, leases
 from bot.bounces import process_bounces
 from bot.config import Settings
 from bot.digest import draft, due
@@ -68,6 +71,9 @@ from bot.digest.schedule import next_send_time as next_send_time  # re-exported:
 from bot.digest.schedule import send_trigger
 from bot.errors import BotError
 from bot.ingest import feeds as ingest_feeds
+from bot.jobstore import JOBS_TABLE as JOBS_TABLE  # re-exported: older callers
+from bot.jobstore import make_jobstore as make_jobstore  # re-exported: service, tests
+from bot.jobstore import stored_next_run_times as stored_next_run_times  # status, tests
 from bot.send import send_digest
 
 log = logging.getLogger(__name__)
@@ -79,11 +85,13 @@ CATCH_UP_JOB_ID = "owed-send"  # a one-off at start: the last weekly send is sti
 APPROVAL_JOB_ID = "approval-watch"
 BOUNCE_JOB_ID = "process-bounces"
 APPROVAL_WATCH_SECONDS = 60  # how soon an approval sends a held week (and the reminder goes)
-JOBS_TABLE = "apscheduler_jobs"
 SEND_EXECUTOR = "send"  # one worker: sends never overlap inside the service
 SEND_LEASE_NAME = "scheduled-send"
 SEND_LEASE = timedelta(minutes=30)  # renewed by nobody: a longer send may be joined, never repeated
 RETRY_MINUTES = 15  # a send that failed (SMTP down, locked) is tried again this much later
+WATCH_JOB_ID = "watch-sends"
+TAKEOVER_JOB_ID = "take-over-send"
+SEND_WATCH_SECONDS = 20  # how soon another instance's send is taken over once its holder is gone
 
 
 # --- the context the job functions run in -------------------------------------
@@ -182,6 +190,36 @@ def resume_job() -> None:
     for week in weeks:
         log.info("send %s: resuming an interrupted send", week)
         _send(ctx, week)
+
+
+def watch_job() -> None:
+    """Cheap, and quiet unless it acts: one read of the scheduled send's lease.
+    A lease still there whose holder is gone means an instance died holding
+    the send (mid-send, or before the digest was frozen): it is removed (by
+    one instance) and the take-over runs the send here, on the send worker;
+    if nothing is owed any more, that is all. A send that ended normally,
+    even unfinished, released its lease: its own retry covers it."""
+    ctx = get_context()
+    if ctx.stopping.is_set() or ctx.scheduler is None:
+        return
+    try:
+        if not leases.clear_abandoned(ctx.factory, SEND_LEASE_NAME):
+            return
+    except SQLAlchemyError as exc:
+        log.error("send: cannot read the scheduled send's lease: %s", exc)
+        return
+    log.warning("send: the instance that held the scheduled send is gone; taking it over")
+    ctx.scheduler.add_job(
+        takeover_job, "date", run_date=datetime.now(UTC), id=TAKEOVER_JOB_ID,
+        name="take over a send another instance left", replace_existing=True,
+        jobstore="memory", executor=SEND_EXECUTOR, misfire_grace_time=None)
+
+
+def takeover_job() -> None:
+    """Whatever an instance that died holding the scheduled send left: the
+    owed week (sent, or finished from its ledger) and any half-sent digest."""
+    send_job()
+    resume_job()
 
 
 def _send(ctx: JobContext, week: str | None) -> Any:
@@ -286,11 +324,6 @@ def poll_trigger(settings: Settings) -> IntervalTrigger:
 
 # --- the scheduler ------------------------------------------------------------
 
-def make_jobstore(database_url: str) -> SQLAlchemyJobStore:
-    """The persistent job store, on an engine of its own (the store disposes it at shutdown)."""
-    return SQLAlchemyJobStore(engine=db.make_engine(database_url), tablename=JOBS_TABLE)
-
-
 class Scheduler(BackgroundScheduler):
     """APScheduler's BackgroundScheduler, minus one last look for due jobs after
     shutdown: its loop wakes once more when stopped, and a job due right then
@@ -365,6 +398,10 @@ def schedule_jobs(scheduler: BackgroundScheduler, settings: Settings,
         log.warning("the weekly send due at %s (%s) was missed while stopped, more than "
                     "DIGESTBOT_SEND_GRACE_HOURS=%d ago: skipped (`digestbot send` sends it by hand)",
                     when, owed.week.label, settings.send_grace_hours)
+    scheduler.add_job(
+        watch_job, IntervalTrigger(seconds=SEND_WATCH_SECONDS, timezone=settings.tz),
+        id=WATCH_JOB_ID, name="take over a send another instance left", replace_existing=True,
+        jobstore="memory", misfire_grace_time=SEND_WATCH_SECONDS)
     if settings.require_approval:
         scheduler.add_job(
             approval_job, IntervalTrigger(seconds=APPROVAL_WATCH_SECONDS, timezone=settings.tz),
@@ -392,25 +429,6 @@ def _has_stored_job(scheduler: BackgroundScheduler, job_id: str) -> bool:
         return scheduler.get_job(job_id, jobstore="default") is not None
     except Exception:  # stored by a digestbot whose job functions moved: it was there
         return True
-
-
-# --- reading the job store without APScheduler (for `digestbot status`) ------
-
-def stored_next_run_times(engine: Engine) -> dict[str, datetime | None]:
-    """Job id -> next run time (UTC) as kept in the job store; {} if there is none.
-
-    Reads the table directly (no unpickling), so it works while the service
-    runs and without starting a scheduler.
-    """
-    table = Table(JOBS_TABLE, MetaData(), Column("id", String(191), primary_key=True),
-                  Column("next_run_time", Float(25)))
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(select(table.c.id, table.c.next_run_time)).all()
-    except SQLAlchemyError:  # no table yet: the service never ran on this database
-        return {}
-    return {job_id: (datetime.fromtimestamp(ts, UTC) if ts is not None else None)
-            for job_id, ts in rows}
 
 
 def is_running(scheduler: BackgroundScheduler | None) -> bool:

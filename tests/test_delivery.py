@@ -499,6 +499,13 @@ class FakeLedger:
             return "claimed", False
         return "none", False
 
+    def begin_step(self, done: Any, claim: Any) -> bool:
+        self.settled = self.step(done, claim)
+        return self.settled[0] == "claimed"
+
+    def settle(self) -> tuple[str, bool]:
+        return self.settled
+
     def renew(self) -> None:
         pass
 

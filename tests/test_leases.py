@@ -55,3 +55,24 @@ def test_the_scheduled_send_is_skipped_while_another_instance_holds_it(
     report = sched._send(ctx, "2026-W40")
     assert report is not None and report.sent == 1
     assert smtp_server.copies_by_recipient() == {"a@example.org": 1}
+
+
+@any_db
+def test_an_abandoned_lease_is_cleared_once_and_a_live_one_never(fresh_db) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = f"{socket.gethostname()}:{int(gone.stdout)}:dead"
+    alive = "another-host.example:4242:abcd"  # on another machine: alive until its lease runs out
+    now = datetime.now(UTC)
+    assert not leases.clear_abandoned(fresh_db.factory, "job", now)  # free: nothing to clear
+    assert leases.acquire(fresh_db.factory, "job", alive, TTL, now)
+    assert not leases.clear_abandoned(fresh_db.factory, "job", now)
+    assert not leases.acquire(fresh_db.factory, "job", leases.worker_id(), TTL, now)
+    assert leases.clear_abandoned(fresh_db.factory, "job", now + TTL + timedelta(seconds=1))
+    assert not leases.clear_abandoned(fresh_db.factory, "job", now + TTL + timedelta(seconds=1))
+    assert leases.acquire(fresh_db.factory, "job", dead, TTL, now)
+    assert leases.clear_abandoned(fresh_db.factory, "job", now)  # its process is gone
+    assert not leases.clear_abandoned(fresh_db.factory, "job", now)
+    mine = leases.worker_id()
+    assert leases.acquire(fresh_db.factory, "job", mine, TTL, now)  # free again
+    assert not leases.clear_abandoned(fresh_db.factory, "job", now)  # held by this live process

@@ -1,12 +1,13 @@
 """The delivery ledger: one ``Delivery`` row per (digest, subscriber), its
 queries, and ``DbLedger``, the ``Ledger`` the send loop works through.
 
-The hot path (claim, finish) uses Core statements on the tables: no ORM
-objects, no identity map, one small UPDATE each.
+The hot path (claim, finish) uses Core statements on the tables, built once
+(``bot.send.updates``): no ORM objects, no identity map, one small UPDATE each.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
-from sqlalchemy import Connection, Engine, Integer, String, Table, bindparam, func, insert, literal, or_, select, update
+from sqlalchemy import Connection, Engine, Integer, String, Table, func, insert, literal, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import leases
@@ -24,7 +25,15 @@ from bot.errors import DeliveryError
 from bot.models import Delivery, Subscriber, UTCDateTime
 from bot.send import claims
 from bot.send.loop import LedgerRow, Outcome
-from bot.send.prepared import _Prepared, raw_commit, rowcount
+from bot.send.prepared import raw_commit, rowcount
+from bot.send.updates import (
+    GIVE_MESSAGE_ID,
+    claim_delivery,
+    clear_hard_failures,
+    finish_delivery,
+    record_hard_failure,
+    skip_delivery,
+)
 from bot.send.walsync import WalSync
 
 _DELIVERIES = cast(Table, Delivery.__table__)
@@ -71,122 +80,6 @@ def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
     return rowcount(result)
 
 
-# The per-message statements are built once, with bind parameters, and run
-# through _Prepared below: building, cache-keying and executing a statement
-# through SQLAlchemy costs more than running it on SQLite.
-_D, _S = _DELIVERIES.c, _SUBSCRIBERS.c
-
-
-_UNFINISHED_ROW = or_(_D.status == "pending", _D.status == "sending")
-
-
-_CLAIM = (
-    update(_DELIVERIES)
-    .where(_D.id == bindparam("b_id"), _UNFINISHED_ROW, _D.claimed_by == bindparam("b_owner"),
-           select(_S.id).where(_S.id == _D.subscriber_id, _S.status == "confirmed").exists())
-    .values(status="sending", attempts=_D.attempts + 1, message_id=bindparam("b_message_id"),
-            updated_at=bindparam("b_now"))
-)
-
-
-# the same for a row whose Message-ID is recorded already: checked, not written again
-# (writing the same value still rewrites its index entry: a page more per commit)
-_CLAIM_RECORDED = (
-    update(_DELIVERIES)
-    .where(_D.id == bindparam("b_id"), _UNFINISHED_ROW, _D.claimed_by == bindparam("b_owner"),
-           _D.message_id == bindparam("b_message_id"),
-           select(_S.id).where(_S.id == _D.subscriber_id, _S.status == "confirmed").exists())
-    .values(status="sending", attempts=_D.attempts + 1, updated_at=bindparam("b_now"))
-)
-
-
-_SKIP = (update(_DELIVERIES).where(_D.id == bindparam("b_id"), _UNFINISHED_ROW,
-                                   _D.claimed_by == bindparam("b_owner"))
-         .values(status="skipped", updated_at=bindparam("b_now")))
-
-
-_FINISH = (
-    update(_DELIVERIES).where(_D.id == bindparam("b_id"))
-    .values(status=bindparam("b_status"), updated_at=bindparam("b_now"),
-            last_error=bindparam("b_error"), attempts=_D.attempts + bindparam("b_extra", 0),
-            sent_at=func.coalesce(bindparam("b_sent_at", type_=UTCDateTime()), _D.sent_at))
-)
-
-
-_COUNT_FAILURE = (update(_SUBSCRIBERS).where(_S.id == bindparam("b_id"))
-                  .values(hard_failures=_S.hard_failures + 1))
-
-
-_BOUNCE = (
-    update(_SUBSCRIBERS)
-    .where(_S.id == bindparam("b_id"), _S.status == "confirmed",
-           _S.hard_failures >= bindparam("b_max"))
-    .values(status="bounced", bounced_at=bindparam("b_now"), token_nonce=bindparam("b_nonce"))
-)
-
-
-_CLEAR_FAILURES = update(_SUBSCRIBERS).where(_S.id == bindparam("b_id")).values(hard_failures=0)
-
-
-# a claimed row's Message-ID, given when the batch is claimed (see DbLedger.unfinished)
-_GIVE_MESSAGE_ID = (update(_DELIVERIES)
-                    .where(_D.id == bindparam("b_id"), _D.message_id.is_(None),
-                           _D.claimed_by == bindparam("b_owner"))
-                    .values(message_id=bindparam("b_message_id")))
-
-
-_CLAIM_FAST, _SKIP_FAST, _FINISH_FAST = _Prepared(_CLAIM), _Prepared(_SKIP), _Prepared(_FINISH)
-_CLAIM_RECORDED_FAST = _Prepared(_CLAIM_RECORDED)
-
-
-def claim_delivery(db: Connection, delivery_id: int, owner: str, message_id: str,
-                   now: datetime, *, recorded: bool = False) -> bool:
-    """Mark a row 'sending' (one more attempt) if it is unfinished, ``owner``
-    holds it, and its subscriber is still confirmed; False otherwise. With
-    ``recorded``, the row already holds ``message_id`` (and must). Commit
-    with raw_commit."""
-    statement = _CLAIM_RECORDED_FAST if recorded else _CLAIM_FAST
-    return statement.run(db, {"b_id": delivery_id, "b_owner": owner,
-                              "b_message_id": message_id, "b_now": now}) == 1
-
-
-def skip_delivery(db: Connection, delivery_id: int, owner: str, now: datetime) -> bool:
-    """An unfinished row ``owner`` holds whose subscriber is no longer confirmed: 'skipped'."""
-    return _SKIP_FAST.run(db, {"b_id": delivery_id, "b_owner": owner, "b_now": now}) == 1
-
-
-def finish_delivery(
-    db: Connection, delivery_id: int, status: str, now: datetime, *,
-    error: str | None = None, extra_attempts: int = 0,
-) -> None:
-    """Record how a delivery ended: 'sent', 'failed', or back to 'pending'.
-    Commit with raw_commit."""
-    _FINISH_FAST.run(db, {"b_id": delivery_id, "b_status": status, "b_now": now,
-                          "b_error": error, "b_extra": extra_attempts,
-                          "b_sent_at": now if status == "sent" else None})
-
-
-_COUNT_FAILURE_FAST, _BOUNCE_FAST = _Prepared(_COUNT_FAILURE), _Prepared(_BOUNCE)
-
-
-_CLEAR_FAILURES_FAST = _Prepared(_CLEAR_FAILURES)
-
-
-def record_hard_failure(
-    db: Connection, subscriber_id: int, max_failures: int, nonce: str, now: datetime
-) -> bool:
-    """Count a permanent (5xx) failure; at ``max_failures`` the subscriber is
-    'bounced'. Returns True if this made them bounced. Commit with raw_commit."""
-    _COUNT_FAILURE_FAST.run(db, {"b_id": subscriber_id})
-    return _BOUNCE_FAST.run(db, {"b_id": subscriber_id, "b_max": max_failures, "b_now": now,
-                                 "b_nonce": nonce}) == 1
-
-
-def clear_hard_failures(db: Connection, subscriber_id: int) -> None:
-    """A delivery went through: failures count in a row, so start again at 0."""
-    _CLEAR_FAILURES_FAST.run(db, {"b_id": subscriber_id})
-
-
 def count_unfinished(db: Session | Connection, digest_id: int) -> int:
     """Rows of one digest still 'pending' or 'sending'."""
     return int(db.execute(
@@ -230,13 +123,17 @@ class DbLedger:
     """The ledger of one digest on one dedicated connection: one commit per step.
 
     It works on the Connection directly, with statements built once
-    (``bot.send.ledger``): per message, two small UPDATEs and one commit. The
-    UPDATEs run at once (their row counts decide what happens next). A
-    commit that has to reach the disk or the server (PostgreSQL; SQLite
-    without WAL) runs in a helper thread while the message is composed and
-    its SMTP commands exchanged, and every other use of the connection waits
-    for it first, so the connection is never used by two threads; on SQLite
-    with WAL the commit is a write to the log, made at once.
+    (``bot.send.updates``): per message, two small UPDATEs and one commit.
+    Where the commit has to reach the server or the disk (PostgreSQL; SQLite
+    without WAL) the whole step -- both UPDATEs and the commit, three round
+    trips to a server -- runs in a helper thread (``begin_step``) while the
+    message is composed and its SMTP commands exchanged; what the claim found
+    (``settle``) is known before the message's data may go out, and the send
+    hands nothing over unless it is 'claimed' (``bot.send.loop``). Every
+    other use of the connection waits for the step first, so the connection
+    is never used by two threads at once. On SQLite with WAL the step runs
+    at once: its commit is a write to the log (~0.1 ms), cheaper than the
+    thread switch.
 
     Message-IDs: with ``new_message_id``, ``unfinished`` gives every claimed
     row that has none a new one, in the claim's own commit. ``durable()``,
@@ -264,8 +161,9 @@ class DbLedger:
         engine = factory.kw["bind"]
         assert isinstance(engine, Engine)
         self._conn = engine.connect()
-        self._committer = ThreadPoolExecutor(1, thread_name_prefix="ledger-commit")
-        self._commit: Future[int] | None = None
+        self._committer = ThreadPoolExecutor(1, thread_name_prefix="ledger-step")
+        self._step: Future[tuple[str, bool]] | None = None  # the step running in the helper
+        self._settled: tuple[str, bool] = ("none", False)  # what the step begun last did
         self._wal: WalSync | None = None
         self._claimed = 0  # WalSync's number of the last batch claim's commit
         self._stepped = 0  # ... and of the last step's commit
@@ -284,19 +182,29 @@ class DbLedger:
 
     # --- commits and the disk --------------------------------------------------------------
 
-    def _commit_step(self) -> int:
-        """Commit (in the helper thread); WalSync's number of the commit, or 0."""
-        raw_commit(self._conn)
-        return self._wal.written() if self._wal is not None else 0
+    def _step_and_commit(self, done: Outcome | None,
+                         claim: tuple[LedgerRow, str] | None) -> tuple[str, bool]:
+        """One step's UPDATEs and its commit, or nothing of them (rolled back)."""
+        conn = self._conn
+        try:
+            result = self._updates(done, claim)
+            raw_commit(conn)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):  # the error that matters is ``exc``
+                conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+            if isinstance(exc, Exception):
+                raise _ledger_error(exc) from exc
+            raise
+        if self._wal is not None:
+            self._stepped = self._wal.written()  # WalSync's number of this commit
+        return result
 
     def _free(self) -> None:
-        """Wait for the commit running in the helper thread, if any."""
-        commit, self._commit = self._commit, None
-        if commit is not None:
-            try:
-                self._stepped = commit.result()
-            except Exception as exc:
-                raise _ledger_error(exc) from exc
+        """Wait for the step running in the helper thread, if any (its error
+        is raised here, once)."""
+        step, self._step = self._step, None
+        if step is not None:
+            self._settled = step.result()
 
     def _on_disk(self, commit: int | None = None) -> None:
         """Wait until WalSync has synced commit number ``commit`` (default: all)."""
@@ -329,7 +237,7 @@ class DbLedger:
         fresh = {row.id: self.new_message_id() for row in rows
                  if row.message_id is None} if self.new_message_id else {}
         if fresh:
-            self._conn.execute(_GIVE_MESSAGE_ID, [
+            self._conn.execute(GIVE_MESSAGE_ID, [
                 {"b_id": row_id, "b_owner": self.owner, "b_message_id": message_id}
                 for row_id, message_id in fresh.items()])
             rows = [replace(row, message_id=fresh.get(row.id, row.message_id)) for row in rows]
@@ -345,47 +253,53 @@ class DbLedger:
         return count
 
     def step(self, done: Outcome | None, claim: tuple[LedgerRow, str] | None) -> tuple[str, bool]:
+        self.begin_step(done, claim)
+        return self.settle()
+
+    def begin_step(self, done: Outcome | None, claim: tuple[LedgerRow, str] | None) -> bool:
+        """Start the step; where a commit has to reach the server or the disk
+        (PostgreSQL; SQLite without WAL) the whole step -- UPDATEs and commit
+        -- runs in the helper thread while the message is composed and its
+        commands go out (see the class docstring and ``bot.send.loop``).
+        False if the step ran here and did not claim the row."""
         self._free()
+        self._settled = ("none", False)  # what a step that fails leaves: nothing
+        if self._wal is None:
+            self._step = self._committer.submit(self._step_and_commit, done, claim)
+            return True
+        # WAL: a commit is only a write to the log (~0.1 ms), cheaper than a thread switch
+        self._settled = self._step_and_commit(done, claim)
+        return self._settled[0] == "claimed"
+
+    def settle(self) -> tuple[str, bool]:
+        self._free()
+        return self._settled
+
+    def _updates(self, done: Outcome | None,
+                 claim: tuple[LedgerRow, str] | None) -> tuple[str, bool]:
         now = datetime.now(UTC)
         conn = self._conn
         bounced = False
         state = "none"
-        try:
-            if done is not None:
-                row = done.row
-                finish_delivery(conn, row.id, done.status, now, error=done.error,
-                                extra_attempts=done.retries)
-                if done.hard:
-                    bounced = record_hard_failure(
-                        conn, row.subscriber_id, self.max_hard_failures,
-                        secrets.token_urlsafe(16), now)
-                elif done.status == "sent" and row.hard_failures:
-                    clear_hard_failures(conn, row.subscriber_id)
-            if claim is not None:
-                row, message_id = claim
-                if claim_delivery(conn, row.id, self.owner, message_id, now,
-                                  recorded=row.message_id == message_id):
-                    state = "claimed"
-                    self._fresh_id = row.message_id is None
-                elif skip_delivery(conn, row.id, self.owner, now):
-                    state = "skipped"
-                else:
-                    state = "gone"
-        except BaseException as exc:
-            conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
-            if isinstance(exc, Exception):
-                raise _ledger_error(exc) from exc
-            raise
-        if state == "claimed" and self._wal is None:
-            # see the class docstring: committed while the message is on its way
-            self._commit = self._committer.submit(self._commit_step)
-        else:  # WAL: a commit is only a write to the log (~0.1 ms), cheaper than a thread switch
-            try:
-                self._stepped = self._commit_step()
-            except Exception as exc:
-                # nothing of this step holds; the loop records ``done`` again on its way out
-                conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
-                raise _ledger_error(exc) from exc
+        if done is not None:
+            row = done.row
+            finish_delivery(conn, row.id, done.status, now, error=done.error,
+                            extra_attempts=done.retries)
+            if done.hard:
+                bounced = record_hard_failure(conn, row.subscriber_id, self.max_hard_failures,
+                                              secrets.token_urlsafe(16), now)
+            elif done.status == "sent" and row.hard_failures:
+                clear_hard_failures(conn, row.subscriber_id)
+        if claim is not None:
+            row, message_id = claim
+            if claim_delivery(conn, row.id, self.owner, message_id, now,
+                              recorded=row.message_id == message_id):
+                state = "claimed"
+                self._fresh_id = row.message_id is None
+            elif skip_delivery(conn, row.id, self.owner, now):
+                state = "skipped"
+            else:
+                state = "gone"
         return state, bounced
 
     def renew(self) -> None:

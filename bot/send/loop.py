@@ -18,16 +18,19 @@ How a send survives being interrupted (Ctrl-C, kill -9, power loss)
    message can go out (``Ledger.durable``, which runs before each message's
    data), so every Message-ID is fixed and durable before the server sees
    its data; a row sent again (4.) carries the same one.
-3. Per message, one commit, made before its SMTP commands go out: the
-   previous row 'sent' (the server answered 250) or 'failed', and this row
-   'sending' (its subscriber is checked to be still confirmed). The
-   message's data waits for that commit. On SQLite the commit is written to
-   the write-ahead log at once (``synchronous=NORMAL``: a killed process
-   loses nothing) and a helper thread syncs the log to disk right after
-   (``bot.send.walsync``; one per database, so one sync may cover the
-   commits of several connections), as ``synchronous=FULL`` would, so it
-   survives power loss too. On PostgreSQL the commit (durable when it
-   returns) runs in a helper thread while the message's commands go out.
+3. Per message, one step in one commit: the previous row 'sent' (the
+   server answered 250) or 'failed', and this row 'sending' (if it is still
+   unfinished, still this worker's, and its subscriber still confirmed).
+   The message's data waits for that commit, and goes out only if the step
+   claimed the row. On SQLite the step runs before the message's commands
+   and its commit is written to the write-ahead log at once
+   (``synchronous=NORMAL``: a killed process loses nothing); a helper thread
+   syncs the log to disk right after (``bot.send.walsync``; one per
+   database, so one sync may cover the commits of several connections), as
+   ``synchronous=FULL`` would, so it survives power loss too. On PostgreSQL
+   the whole step -- two UPDATEs and the commit, three round trips to the
+   server, durable when the commit returns -- runs in a helper thread while
+   the message is composed and its MAIL, RCPT and DATA go out (below).
 4. A run only ever sends rows that are 'pending' or 'sending'; a 'sent' row
    is never sent again. A row still 'sending' when a run starts was in flight
    when the previous run died: it is sent again (at-least-once for that one
@@ -87,8 +90,43 @@ guarantee: the unsubscribe token (an HMAC, ~40 us, signed a batch at a time:
 ``Composer.prepare``), splicing the personal headers and the base64 tail
 that holds the link into the message built once per run (~15 us,
 ``bot.mailer.message``), and two UPDATEs and a commit (~160 us of CPU, the
-largest share of the bot's own cost; what is left to win would come from
-running that step while the message's commands are on their way).
+largest share of the bot's own cost).
+
+The claim while the commands go out (PostgreSQL), and why that is safe
+------------------------------------------------------------------------
+On PostgreSQL the two UPDATEs used to run before the message's commands,
+two round trips to a server whose backends share the cores with the
+sending threads. Now the step runs in the ledger's helper thread
+(``DbLedger.begin_step``) while the message is composed and its commands
+go out; what it found (``settle``) is waited for where the data would go
+out, and everywhere an outcome would be recorded:
+
+- the data (and so any delivery) still goes out only after the row is
+  claimed and that commit made: ``ready`` below raises if the step did not
+  claim the row (finished meanwhile, another worker's, its subscriber no
+  longer confirmed), and the sender then drops the connection without the
+  final "." -- a server takes a message only at that "." (RFC 5321,
+  4.1.1.4), so nothing is delivered, as when a ledger commit fails there
+  (``bot.mailer.senders``); the next message opens a new connection. A
+  server that offers PIPELINING has answered DATA with 354 by then, and
+  without it the commands were exchanged one by one: either way no data.
+- nothing is recorded on a row the step did not claim: a refusal (4xx,
+  5xx) that came before the step was known is ignored for such a row (no
+  'failed', no hard failure counted; the row is another's or skipped), and
+  a dead server leaves it as it was.
+- the previous row's 'sent' is committed by the same step, as before: the
+  window after the 250 is the same two UPDATEs and commit, begun at once.
+- the Message-ID was given and synced when the batch was claimed (2.), so
+  it is durable before DATA whichever thread makes the step's commit.
+On SQLite with WAL the step still runs first, in the sending thread: its
+commit is a write to the log, cheaper than handing it to another thread.
+What it costs: a row found not ours was composed for nothing and costs a
+reconnect (rare: an unsubscribe during the send, a row taken over after a
+lease ran out). What it gave (8 connections, 50 ms sink, PostgreSQL): 89.9
+-> 93.1 % of 8 x the one-connection floor (bench/RESULTS.md). Sending the
+two UPDATEs as one statement or in psycopg's pipeline mode would save
+server round trips in the helper thread, no longer on the message's path;
+not done, not measured.
 
 The core loop (``deliver``) depends only on narrow interfaces: a ``Ledger``
 (``bot.send.ledger.DbLedger``), a ``Sender``
@@ -148,6 +186,15 @@ class Ledger(Protocol):
     def step(self, done: Outcome | None, claim: tuple[LedgerRow, str] | None) -> tuple[str, bool]:
         """In one commit: record ``done``, and claim the next row with its Message-ID.
         Returns (claimed | skipped | gone | none, whether ``done`` made a bounce)."""
+        ...
+
+    def begin_step(self, done: Outcome | None, claim: tuple[LedgerRow, str] | None) -> bool:
+        """``step``, which may go on in the background until ``settle``. False
+        if it is known already that the step did not claim the row."""
+        ...
+
+    def settle(self) -> tuple[str, bool]:
+        """What the step begun last returned (waits for it; ("none", False) if it failed)."""
         ...
 
     def durable(self) -> None:
@@ -278,8 +325,18 @@ def deliver(
                     ledger.renew()
                     last_renew = clock()
                 message_id = row.message_id or composer.new_message_id()
-                state, bounced = ledger.step(done, (row, message_id))
+                # the claim runs while the message is composed and its commands go out;
+                # its data goes out only once the claim is known and committed (_send_one)
+                may_claim = ledger.begin_step(done, (row, message_id))
                 done = None
+                stopped = False
+                if may_claim:
+                    data = composer.compose(row, message_id)
+                    stopped = not pacer.wait(stop)
+                    if not stopped:
+                        done = _send_one(sender, envelope_from, row, message_id, data, retry,
+                                         stop, ledger, report)
+                state, bounced = ledger.settle()
                 report.bounced += bounced
                 if state == "gone":  # finished or taken by another worker meanwhile
                     gone.add(row.id)
@@ -287,14 +344,13 @@ def deliver(
                     report.skipped += 1
                     if progress:
                         progress(report)
-                if state != "claimed":
+                if state != "claimed":  # nothing was handed over
+                    if stopped:
+                        break
                     continue
-                data = composer.compose(row, message_id)
-                if not pacer.wait(stop):
+                if done is None:  # stopped before sending
                     done = Outcome(row, "pending", "stopped before sending")
                     break
-                done = _send_one(sender, envelope_from, row, message_id, data, retry, stop,
-                                 ledger, report)
                 if done.status == "sent":
                     report.sent += 1
                 elif done.status == "failed":
@@ -314,44 +370,66 @@ def deliver(
     return report
 
 
+class _NotOurs(Exception):
+    """The row's claim found it finished, taken by another worker, or its
+    subscriber no longer confirmed: its message must not be handed over."""
+
+
 def _send_one(
     sender: Sender, envelope_from: str, row: LedgerRow, message_id: str, data: bytes,
     retry: RetryPolicy, stop: threading.Event, ledger: Ledger, report: DeliveryReport,
-) -> Outcome:
+) -> Outcome | None:
     """Hand one message over, retrying 4xx replies and lost connections with
     exponential backoff. A permanent failure or used-up retries become an
-    outcome; a transport that stays unreachable becomes a DeliveryError."""
+    outcome; a transport that stays unreachable becomes a DeliveryError.
+    None if the row's claim (begun before, see ``deliver``) did not claim
+    it: then nothing was handed over and nothing is recorded on the row."""
+
+    def ready() -> None:
+        # the server may accept this message only once its claim is committed
+        # and its Message-ID on disk; a row not claimed is never handed over
+        # (the sender drops the unfinished transaction with the connection)
+        if ledger.settle()[0] != "claimed":
+            raise _NotOurs
+        ledger.durable()
+
     attempt = 0
     while True:
         try:
-            # the server may accept this message only once its claim is committed
-            # and its Message-ID on disk: ledger.durable() runs before the data
-            sender.send(envelope_from, row.email, data, message_id, ready=ledger.durable)
+            sender.send(envelope_from, row.email, data, message_id, ready=ready)
             return Outcome(row, "sent", retries=attempt)
-        except PermanentFailure as exc:
-            log.warning("delivery to %s failed for good: %s", row.email, exc)
-            return Outcome(row, "failed", str(exc), retries=attempt, hard=True)
+        except _NotOurs:
+            return None
         except DeliveryError:
-            ledger.step(Outcome(row, "pending", "stopped: transport error", retries=attempt),
-                        None)
+            if ledger.settle()[0] == "claimed":
+                ledger.step(Outcome(row, "pending", "stopped: transport error",
+                                    retries=attempt), None)
             raise
-        except TemporaryFailure as exc:
-            if attempt >= retry.max_retries:
-                if exc.connection:
-                    ledger.step(Outcome(row, "pending", str(exc), retries=attempt), None)
-                    raise DeliveryError(
-                        f"{sender.description} is not accepting mail: {exc}",
-                        hint=f"gave up after {attempt + 1} attempts; every undelivered message "
-                             "is still pending: fix the server or the DIGESTBOT_SMTP_* "
-                             "settings and run `digestbot send` again to finish") from None
-                log.warning("delivery to %s failed after %d attempts: %s", row.email,
-                            attempt + 1, exc)
-                return Outcome(row, "failed", str(exc), retries=attempt)
-            delay = retry.delay(attempt)
-            log.info("%s: %s; retrying in %.2fs", row.email, exc, delay)
-            attempt += 1
-            report.retried += 1
-            if delay >= 1:
-                ledger.renew()
-            if stop.wait(delay):
-                return Outcome(row, "pending", f"stopped while retrying: {exc}", retries=attempt)
+        except (PermanentFailure, TemporaryFailure) as exc:
+            failure = exc
+        # the refusal may have come before the step was known: an outcome is
+        # recorded only on a row the step claimed
+        if ledger.settle()[0] != "claimed":
+            return None
+        if isinstance(failure, PermanentFailure):
+            log.warning("delivery to %s failed for good: %s", row.email, failure)
+            return Outcome(row, "failed", str(failure), retries=attempt, hard=True)
+        if attempt >= retry.max_retries:
+            if failure.connection:
+                ledger.step(Outcome(row, "pending", str(failure), retries=attempt), None)
+                raise DeliveryError(
+                    f"{sender.description} is not accepting mail: {failure}",
+                    hint=f"gave up after {attempt + 1} attempts; every undelivered message "
+                         "is still pending: fix the server or the DIGESTBOT_SMTP_* "
+                         "settings and run `digestbot send` again to finish") from None
+            log.warning("delivery to %s failed after %d attempts: %s", row.email,
+                        attempt + 1, failure)
+            return Outcome(row, "failed", str(failure), retries=attempt)
+        delay = retry.delay(attempt)
+        log.info("%s: %s; retrying in %.2fs", row.email, failure, delay)
+        attempt += 1
+        report.retried += 1
+        if delay >= 1:
+            ledger.renew()
+        if stop.wait(delay):
+            return Outcome(row, "pending", f"stopped while retrying: {failure}", retries=attempt)
