@@ -7,6 +7,7 @@ Sets (feeds and labels under tests/fixtures/):
   dev-en      the same 27 dev entries written up in English (translated), for the English lexicon
   dev-late    the bundled feed's weeks 2026-W37..W40 (50 entries), labelled by a helper session (2026-11-30)
   dev-en-late the same 50 entries written up in English by that session, same labels
+  dev-native-en 44 real 2024-25 RL / agent papers written natively in English (not translated), 2026-W49..W52
   pl-dev      31 programming-languages papers, own codes: dev set for sections from shared terms
               (default RL themes, which do not fit it); pl-dev-suggest: with a suggested themes file
   heldout-zh  54 real 2025 RL / agent papers written up in Chinese, 2026-W41..W44, labelled first
@@ -71,6 +72,7 @@ SETS: dict[str, EvalSet] = {
     "dev-late": EvalSet("dev-late", FIXTURES / "messagedaily-rl.xml", EVAL / "dev-late_labels.tsv",
                         ("2026-W37", "2026-W38", "2026-W39", "2026-W40")),
     "dev-en-late": EvalSet("dev-en-late", EVAL / "dev-en-late.xml", EVAL / "dev-en-late_labels.tsv"),
+    "dev-native-en": EvalSet("dev-native-en", EVAL / "dev-native-en.xml", EVAL / "dev-native-en_labels.tsv"),
     "pl-dev": EvalSet("pl-dev", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv"),
     "pl-dev-suggest": EvalSet("pl-dev-suggest", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv", suggest=True),
     "heldout-zh": EvalSet("heldout-zh", HELDOUT / "rl-zh.xml", HELDOUT / "rl-zh_labels.tsv"),

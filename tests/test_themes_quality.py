@@ -6,7 +6,7 @@ on them, never tuned on). The thresholds are the measured figures (README,
 "Grouping into themes") less a small margin, so a change that makes grouping
 worse fails here; they are not the goals. The issue's goal (F1 >= 0.85, at
 most 15 % in the catch-all) is met on the first held-out set in both
-languages, not on the second (0.85 Chinese, 0.79 English).
+languages, not on the second (0.848 Chinese, 0.77 English).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ THRESHOLDS = {
     "dev-en": (0.90, 0.15),  # measured 0.941, 11.1 %
     "dev-late": (0.78, 0.10),  # measured 0.815, 4.0 %
     "dev-en-late": (0.78, 0.10),  # measured 0.815, 4.0 %
+    "dev-native-en": (0.82, 0.10),  # measured 0.854, 2.3 %
     "heldout-zh": (0.88, 0.10),  # measured 0.912, 1.9 %
-    "heldout-en": (0.82, 0.10),  # measured 0.858, 0.0 %
+    "heldout-en": (0.83, 0.10),  # measured 0.868, 1.9 %
     "heldout2-zh": (0.81, 0.15),  # measured 0.848, 10.4 %
-    "heldout2-en": (0.75, 0.15),  # measured 0.788, 6.2 % (goal 0.85: not met)
+    "heldout2-en": (0.74, 0.15),  # measured 0.774, 6.2 % (goal 0.85: not met)
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")

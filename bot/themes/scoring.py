@@ -46,6 +46,8 @@ _CONTRAST_WORDS = (
     "instead of", "rather than", "without", "unlike", "compared with", "compared to", "than",
     "not", "no", "outperform", "outperforms", "outperforming", "beat", "beats", "beating",
     "surpass", "surpasses", "replace", "replaces", "replacing", "versus", "vs",
+    "drop", "drops", "dropping", "remove", "removes", "removing", "eliminate", "eliminates",
+    "eliminating", "discard", "discards", "dispense with", "dispenses with", "free of",
 )
 _CONTRAST_RE = re.compile(
     "|".join(re.escape(cue) for cue in _CONTRAST_CUES)
