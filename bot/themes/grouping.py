@@ -9,6 +9,9 @@
    ``min_score`` on words in passing like "code" or "memory"), the themes file
    was written for another feed: the whole week is grouped by shared terms
    instead (step 5), and the result says so.
+2b. **The feed's own words** settle what keywords leave undecided: an
+   entry not clearly and decisively in one theme gains points for the terms
+   it shares with each theme's clear entries (``bot.themes.affinity``).
 3. **Place** each fitting entry in its best theme's section, even when it is
    alone there: a lone entry keeps its named theme as long as the week stays
    within ``max_sections`` (step 6 decides otherwise). One theme, one section:
@@ -127,8 +130,11 @@ def group_items(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[It
 def group_week(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Item] = ()) -> Grouping:
     """Group one week's items, and say whether the themes file fits them.
 
-    ``history`` (the feed's other stored entries, optional) only informs how
-    common a word is in this feed, for sections made from shared terms.
+    ``history`` (the feed's earlier stored entries, oldest first, optional)
+    informs how common a word is in this feed, for sections made from shared
+    terms, and its most recent ``MAX_HISTORY`` entries join the themes'
+    profiles from the feed's own words (``_refine``). It never decides an
+    entry's theme on its own: only the week's entries are placed.
     """
     if not items:
         return Grouping([], Fit(0, 0, themes.min_fit))
