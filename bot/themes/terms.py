@@ -104,6 +104,9 @@ class Vocabulary:
         self.phrases = frozenset(p for p in phrases if _CJK_RE.match(p))
         self._surface: dict[str, Counter[str]] = {}
         self._cut: Callable[[str], list[str]] | None = None
+        # one grouping weighs the same entries more than once (theme profiles, then
+        # sections from shared terms, each with the feed's history): tokenize each once
+        self._terms: dict[tuple[str, str, str], Terms] = {}
 
     def surface(self, term: str) -> str:
         """How the term is usually written: lower case when it was ever written so
@@ -122,6 +125,14 @@ class Vocabulary:
         return [form for form, _ in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))]
 
     def terms(self, item: Item) -> Terms:
+        """An entry's terms, tokenized once per vocabulary."""
+        key = (item.key, item.title, item.summary)
+        found = self._terms.get(key)
+        if found is None:
+            found = self._terms[key] = self._tokenize(item)
+        return found
+
+    def _tokenize(self, item: Item) -> Terms:
         counts: Counter[str] = Counter()
         in_title: set[str] = set()
         for text, weight, is_title in ((item.title, TITLE_COUNT, True), (item.summary, 1, False)):
