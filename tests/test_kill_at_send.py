@@ -90,17 +90,19 @@ def _exited(instance: Instance) -> str:
     return f"exited {instance.proc.returncode}: {instance.proc.communicate()[1][-2000:]}"
 
 
-def _done(instance: Instance) -> bool:
-    with instance.factory() as session:
+def week_sent(factory: sessionmaker[Session], readers: int) -> bool:
+    """WEEK's digest is sent and every one of its ``readers`` rows is 'sent'
+    (also used by test_send_takeover.py)."""
+    with factory() as session:
         digest = digest_queries.digest_for_week(session, WEEK)
         if digest is None or digest.status != "sent":
             return False
         digest_id = digest.id
-    states = ledger(instance.factory, digest_id)
-    return len(states) == READERS and set(states.values()) == {"sent"}
+    states = ledger(factory, digest_id)
+    return len(states) == readers and set(states.values()) == {"sent"}
 
 
-def _start_all_before_the_send_time(digestbot: Digestbot, instances: list[Instance]) -> datetime:
+def start_all_before_the_send_time(digestbot: Digestbot, instances: list[Instance]) -> datetime:
     """Start every instance with one send time, far enough ahead that all are
     up before it; on a machine too slow for that, stop them (nothing has
     happened yet) and try again with more time. Returns the send time."""
@@ -141,7 +143,7 @@ def test_a_kill_at_any_instant_around_the_send_time_sends_the_week_once(
     smtp_server.delay = 0.03  # a send takes a moment, as against a real relay
     try:
         # 1. every process up before the send time, then each killed at its instant
-        send_time = _start_all_before_the_send_time(digestbot, instances)
+        send_time = start_all_before_the_send_time(digestbot, instances)
         for instance in instances:
             instant = send_time + timedelta(seconds=instance.offset)
             time.sleep(max(0.0, (instant - datetime.now(SHANGHAI)).total_seconds()))
@@ -156,7 +158,8 @@ def test_a_kill_at_any_instant_around_the_send_time_sends_the_week_once(
         # 2. restarted: every week still owed is sent, the half-sent ones finished
         for instance in instances:
             _start(digestbot, instance)
-        assert wait_until(lambda: all(_done(i) for i in instances), timeout=90), \
+        assert wait_until(lambda: all(week_sent(i.factory, READERS) for i in instances),
+                          timeout=90), \
             {i.offset: _state(i) for i in instances}
         for instance in instances:
             assert instance.proc is not None

@@ -16,13 +16,12 @@ from datetime import datetime
 
 from conftest import FEED_FIXTURE, FreshDB
 from helpers import Digestbot, any_db, wait_until
-from smtp import SmtpServer, add_subscribers, ledger
-from test_kill_at_send import SHANGHAI, WEEK, Instance, _start_all_before_the_send_time
+from smtp import SmtpServer, add_subscribers
+from test_kill_at_send import SHANGHAI, Instance, start_all_before_the_send_time, week_sent
 
 from bot import ingest
 from bot import scheduler as sched
 from bot.config import load_settings
-from bot.digest import queries as digest_queries
 from bot.models import Lease
 
 READERS = [f"reader{i:02d}@example.org" for i in range(30)]
@@ -33,16 +32,6 @@ def holder_pid(fresh_db: FreshDB) -> int | None:
     with fresh_db.factory() as session:
         lease = session.get(Lease, sched.SEND_LEASE_NAME)
         return int(lease.owner.rsplit(":", 2)[1]) if lease is not None else None
-
-
-def week_done(fresh_db: FreshDB) -> bool:
-    with fresh_db.factory() as session:
-        digest = digest_queries.digest_for_week(session, WEEK)
-        if digest is None or digest.status != "sent":
-            return False
-        digest_id = digest.id
-    states = ledger(fresh_db.factory, digest_id)
-    return len(states) == len(READERS) and set(states.values()) == {"sent"}
 
 
 @any_db
@@ -58,7 +47,7 @@ def test_the_other_instance_finishes_a_send_whose_holder_was_killed(
                  for _ in range(2)]
     smtp_server.delay = 0.1  # the send takes a few seconds: time to kill its holder midway
     try:
-        send_time = _start_all_before_the_send_time(digestbot, instances)
+        send_time = start_all_before_the_send_time(digestbot, instances)
         lead = (send_time - datetime.now(SHANGHAI)).total_seconds()
         assert wait_until(lambda: len(smtp_server.messages) >= 5, timeout=lead + 30), \
             "the scheduled send did not start"
@@ -74,7 +63,8 @@ def test_the_other_instance_finishes_a_send_whose_holder_was_killed(
         assert len(smtp_server.messages) < len(READERS), "killed too late: the send had ended"
 
         # the survivor, never restarted, takes the send over once the holder is gone
-        assert wait_until(lambda: week_done(fresh_db), timeout=sched.SEND_WATCH_SECONDS + 60), \
+        assert wait_until(lambda: week_sent(fresh_db.factory, len(READERS)),
+                          timeout=sched.SEND_WATCH_SECONDS + 60), \
             f"{len(smtp_server.messages)} of {len(READERS)} messages"
         assert time.monotonic() - killed_at < sched.SEND_WATCH_SECONDS + 60
         assert survivor.proc.poll() is None, "the survivor exited"
