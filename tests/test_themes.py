@@ -513,3 +513,27 @@ def test_suggest_with_too_few_entries_still_writes_a_valid_file() -> None:
     text = suggest_themes([Item("1", "only one", "entry")])
     assert "poll the feed" in text
     assert parse_themes(text).themes[0].key == "example"
+
+
+def test_a_weak_entry_joins_a_section_only_when_its_keywords_lean_plainly_there() -> None:
+    """Below min_score, a tie between two themes is no lean: the catch-all, not the first theme's section.
+
+    Reproduces held-out 2 (then a dev set): "Understanding R1-Zero-Like Training"
+    scored 1.6 on exploration and 1.0 on memory by keywords, the feed's words
+    tipped it to memory, and it joined that week's memory section.
+    """
+    two = parse_themes(
+        '[themes.a]\nname = "A"\nkeywords = ["alpha", "apex"]\n'
+        '[themes.b]\nname = "B"\nkeywords = ["beta", "bravo"]\n'
+    )
+    items = [
+        Item("a1", "alpha apex study", "alpha apex"),
+        Item("b1", "beta bravo study", "beta bravo"),
+        Item("tie", "a study", "alpha and beta, alpha and beta again"),
+        Item("lean", "another study", "alpha, alpha again, and beta once"),
+    ]
+    groups = group_items(items, two)
+    reasons = {e.key: e.reason for g in groups for e in g.explanations}
+    assert groups[-1].catch_all and groups[-1].keys == ("tie",)
+    assert (reasons["tie"], reasons["lean"]) == ("no_theme", "weak_theme")
+    assert _theme_of(groups, "lean") == "a"

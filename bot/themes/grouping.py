@@ -16,9 +16,9 @@
    alone there: a lone entry keeps its named theme as long as the week stays
    within ``max_sections`` (step 6 decides otherwise). One theme, one section:
    an entry on a theme never lands in a second, differently named section.
-4. **Weak evidence.** An entry below ``min_score`` joins its best theme's
-   section when that section exists this week and the entry scores at least
-   half of ``min_score`` there.
+4. **Weak evidence.** An entry below ``min_score`` joins a theme's section
+   that exists this week when its keywords lean plainly that way: at least
+   half of ``min_score`` there and 1.5 times any other theme (``_weak_home``).
 5. **Derive** sections among the rest from shared distinctive terms
    (``bot.themes.derive``). A derived cluster whose members together score
    ``min_score`` on one theme becomes that theme's section instead, so the
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from bot.themes.affinity import MAX_HISTORY, exemplar_theme, theme_affinity
+from bot.themes.affinity import DECISIVE_RATIO, MAX_HISTORY, exemplar_theme, theme_affinity
 from bot.themes.derive import Cluster, cluster_items
 from bot.themes.model import FIT_MARGIN, Explanation, Fit, Group, Item, Reason, ThemeScore, ThemeSet
 from bot.themes.scoring import best_theme, lexicon, normalise_text, score_details
@@ -208,9 +208,10 @@ def _by_themes(
     _fold_small(by_theme, rest, themes)
     leftovers = []
     for entry in rest:
-        if entry.best in by_theme and entry.scores[entry.best] >= WEAK_RATIO * themes.min_score:
+        home = _weak_home(entry, themes)
+        if home in by_theme:
             entry.reason = "weak_theme"
-            by_theme[entry.best].entries.append(entry)
+            by_theme[home].entries.append(entry)
         else:
             leftovers.append(entry)
     derived: list[_Section] = []
@@ -249,6 +250,24 @@ def _fold_small(by_theme: dict[int, _Section], rest: list[_Entry], themes: Theme
             else:
                 entry.reason = "fallback_theme"
                 by_theme[target].entries.append(entry)
+
+
+def _weak_home(entry: _Entry, themes: ThemeSet) -> int | None:
+    """The theme an entry below ``min_score`` leans to, if its keywords say so plainly.
+
+    Only its keywords count: at least ``WEAK_RATIO x min_score`` and
+    ``DECISIVE_RATIO`` times the next theme. Points from the feed's own words do
+    not: they settle close calls between themes an entry fits, and on dev
+    weeks they sent every weak entry they touched to a section it did not
+    belong in. An entry without a plain lean goes on to the derived sections
+    or the catch-all, where it costs the sections no precision.
+    """
+    keyword_scores = [detail.score for detail in entry.details]
+    lean = best_theme(keyword_scores)
+    first, second = sorted(keyword_scores, reverse=True)[:2] if len(keyword_scores) > 1 else (keyword_scores[0], 0.0)
+    if first >= WEAK_RATIO * themes.min_score and first >= DECISIVE_RATIO * second:
+        return lean
+    return None
 
 
 def _cluster_theme(members: Sequence[_Entry], themes: ThemeSet) -> int | None:
