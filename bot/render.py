@@ -21,6 +21,7 @@ line breaks, so a feed cannot change the layout or inject headers.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,6 +47,8 @@ EMAIL_HTML_BYTES = 100_000
 SAMPLE_UNSUBSCRIBE_TOKEN = "SAMPLE-each-reader-gets-their-own-link"
 # the language the themes file's ``name`` and ``description`` are written in
 THEMES_FILE_LANGUAGE = "zh"
+RELATED_PAPERS = 3  # papers named in a derived section's name in another language
+_CJK_RE = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
 @dataclass(frozen=True)
@@ -214,14 +217,31 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
     else:
         name = theme.name if native else (theme.name_en or theme.name)
         description = theme.description if native else ""
-    if theme.derived:
+    if theme.derived and (native or theme.name_en):
         description = lang.gettext("Grouped automatically by shared keywords: %(name)s", name=name)
+    elif theme.derived:  # its members share only words of the feed's language: name it by their papers
+        name, description = _related_reads(theme, lang), lang.gettext(
+            "Grouped automatically: these entries share distinctive terms.")
     subtitle = theme.name_en if native else None
     if theme.renamed:  # the editor's name for this week, in every language
         name, subtitle = theme.name, None
         description = "" if theme.derived else description
     return Section(anchor=f"theme-{number}", name=name, subtitle=subtitle,
                    description=description, entries=theme.entries)
+
+
+def _related_reads(theme: ThemeView, lang: Language) -> str:
+    """A derived section's name in a language its shared terms are not written in.
+
+    The terms it was named after are the feed's own words (Chinese ones, for a
+    Chinese feed read in English), so it is named after the papers its entries
+    cover, as far as they are written in Latin script.
+    """
+    papers = [p for entry in theme.entries for p in entry.papers if not _CJK_RE.search(p)]
+    unique = list(dict.fromkeys(papers))[:RELATED_PAPERS]
+    if not unique:
+        return lang.gettext("Related reads")
+    return lang.gettext("Related reads: %(papers)s", papers=" · ".join(unique))
 
 
 def subject_line(data: DigestData, settings: Settings) -> str:

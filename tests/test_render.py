@@ -277,6 +277,25 @@ def test_english_edition_translates_catch_all_and_derived_sections():
     assert [s.anchor for s in en] == ["theme-1", "theme-2"]
 
 
+def test_english_edition_names_a_section_of_chinese_terms_after_its_papers():
+    """A section derived from shared Chinese terms gets an English name and description
+    in the English edition (it used to keep "环境 / 沙盒"), and keeps them in Chinese."""
+    def entry(n, papers):
+        return DigestEntryView(entry_id=n, title=f"t{n}", link=None, published=datetime(2026, 9, 30, tzinfo=UTC),
+                               papers=papers, summary="s", late=False)
+    chinese_terms = ThemeView(name="环境 / 沙盒", name_en=None, description="", catch_all=False, derived=True,
+                              entries=(entry(1, ("SkillGym", "VHD-Play")), entry(2, ("SkillGym", "WeEnv", "甲"))))
+    no_latin = replace(chinese_terms, entries=(entry(3, ("某论文",)),))
+    data = DigestData(week=W40, themes=(chinese_terms, no_latin), entry_count=3, paper_count=5)
+    en = sections(data, language("en"))
+    assert [(s.name, s.description) for s in en] == [
+        ("Related reads: SkillGym · VHD-Play · WeEnv", "Grouped automatically: these entries share distinctive terms."),
+        ("Related reads", "Grouped automatically: these entries share distinctive terms.")]
+    assert not any(CJK.search(s.name + s.description) for s in en)
+    zh = sections(data, language("zh"))
+    assert [(s.name, s.description) for s in zh][0] == ("环境 / 沙盒", "按共享关键词自动归组：环境 / 沙盒")
+
+
 def html_text(html: str) -> str:
     """What a reader sees of an HTML mail: its text, entities decoded, plus the title."""
     parser = _Text()
