@@ -79,6 +79,8 @@ SETS: dict[str, EvalSet] = {
     "heldout-en": EvalSet("heldout-en", HELDOUT / "rl-en.xml", HELDOUT / "rl-en_labels.tsv"),
     "heldout2-zh": EvalSet("heldout2-zh", FIXTURES / "heldout2" / "rl-zh.xml", FIXTURES / "heldout2" / "labels.tsv"),
     "heldout2-en": EvalSet("heldout2-en", FIXTURES / "heldout2" / "rl-en.xml", FIXTURES / "heldout2" / "labels.tsv"),
+    "heldout3-zh": EvalSet("heldout3-zh", FIXTURES / "heldout3" / "rl-zh.xml", FIXTURES / "heldout3" / "labels.tsv"),
+    "heldout3-en": EvalSet("heldout3-en", FIXTURES / "heldout3" / "rl-en.xml", FIXTURES / "heldout3" / "labels.tsv"),
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
 }
