@@ -13,8 +13,12 @@ Sets (feeds and labels under tests/fixtures/):
   heldout-zh  54 real 2025 RL / agent papers written up in Chinese, 2026-W41..W44, labelled first
   heldout-en  the same papers in English, same labels
   heldout2-zh 48 more real 2025 RL / agent papers in Chinese, 2026-W45..W48, written and labelled by a
-              helper session that never saw the grouping code or its output (tests/fixtures/heldout2/)
+              helper session that never saw the grouping code or its output (tests/fixtures/heldout2/);
+              measured four times as held-out, then its per-entry output was read: a dev set since
   heldout2-en the same papers in English, same labels
+  heldout3-zh 54 real 2025 papers in Chinese, 2027-W01..W04, by another such session; measured once as
+              held-out (F1 0.56), then read: a dev set since (tests/fixtures/heldout3/)
+  heldout3-en the same papers in English, same labels
   db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
   db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
 
