@@ -19,6 +19,11 @@ Sets (feeds and labels under tests/fixtures/):
   heldout3-zh 54 real 2025 papers in Chinese, 2027-W01..W04, by another such session; measured once as
               held-out (F1 0.56), then read: a dev set since (tests/fixtures/heldout3/)
   heldout3-en the same papers in English, same labels
+  heldout4-zh 55 real Jan-Jun 2025 papers in Chinese, 2027-W05..W08, and heldout5-zh 54 real Jul 2025-Jan 2026
+              papers, 2027-W09..W12, each by a session that never saw the method (tests/fixtures/heldout4/, heldout5/)
+  heldout4-en, heldout5-en  the same papers in English, same labels
+  dev6, dev6-en 54 real 2024 papers in Chinese / English, 2027-W13..W16, by such a session: a dev set
+              (tests/fixtures/eval/dev6/), for finding what the keywords miss
   db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
   db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
 
@@ -85,6 +90,12 @@ SETS: dict[str, EvalSet] = {
     "heldout2-en": EvalSet("heldout2-en", FIXTURES / "heldout2" / "rl-en.xml", FIXTURES / "heldout2" / "labels.tsv"),
     "heldout3-zh": EvalSet("heldout3-zh", FIXTURES / "heldout3" / "rl-zh.xml", FIXTURES / "heldout3" / "labels.tsv"),
     "heldout3-en": EvalSet("heldout3-en", FIXTURES / "heldout3" / "rl-en.xml", FIXTURES / "heldout3" / "labels.tsv"),
+    "heldout4-zh": EvalSet("heldout4-zh", FIXTURES / "heldout4" / "rl-zh.xml", FIXTURES / "heldout4" / "labels.tsv"),
+    "heldout4-en": EvalSet("heldout4-en", FIXTURES / "heldout4" / "rl-en.xml", FIXTURES / "heldout4" / "labels.tsv"),
+    "heldout5-zh": EvalSet("heldout5-zh", FIXTURES / "heldout5" / "rl-zh.xml", FIXTURES / "heldout5" / "labels.tsv"),
+    "heldout5-en": EvalSet("heldout5-en", FIXTURES / "heldout5" / "rl-en.xml", FIXTURES / "heldout5" / "labels.tsv"),
+    "dev6": EvalSet("dev6", EVAL / "dev6" / "rl-zh.xml", EVAL / "dev6" / "labels.tsv"),
+    "dev6-en": EvalSet("dev6-en", EVAL / "dev6" / "rl-en.xml", EVAL / "dev6" / "labels.tsv"),
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
 }
