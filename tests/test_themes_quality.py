@@ -1,12 +1,13 @@
 """The grouping against hand labels: dev weeks and held-out weeks side by side.
 
-Sets and scorer: tests/fixtures/eval/ (dev), tests/fixtures/heldout/ and
-tests/fixtures/heldout2/ (see their READMEs: labelled before the grouping ran
-on them, never tuned on). The thresholds are the measured figures (README,
-"Grouping into themes") less a small margin, so a change that makes grouping
-worse fails here; they are not the goals. The issue's goal (F1 >= 0.85, at
-most 15 % in the catch-all) is met on the first held-out set in both
-languages, not on the second (0.848 Chinese, 0.77 English).
+Sets and scorer: tests/fixtures/eval/ (dev), tests/fixtures/heldout*/ (see
+their READMEs: written and labelled before the grouping ran on them; heldout2,
+heldout3 and heldout4 became dev sets once their per-entry output was read).
+The thresholds are the measured figures (README, "Grouping into themes") less
+a small margin, so a change that makes grouping worse fails here; they are not
+the goals. The issue's goal (F1 >= 0.85, at most 15 % in the catch-all) is not
+met on weeks written by someone who never saw the method (held-out 5: 0.70
+Chinese, 0.73 English), while two labellers of those weeks agree at 0.93-1.00.
 """
 
 from __future__ import annotations
@@ -18,19 +19,28 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 
+import label_agreement  # noqa: E402
 import themes_quality as tq  # noqa: E402
 
 # set: (minimum pairwise F1, maximum catch-all share)
 THRESHOLDS = {
     "dev": (0.95, 0.15),  # measured 1.000, 11.1 %
     "dev-en": (0.90, 0.15),  # measured 0.941, 11.1 %
-    "dev-late": (0.78, 0.10),  # measured 0.815, 4.0 %
-    "dev-en-late": (0.78, 0.10),  # measured 0.815, 4.0 %
+    "dev-late": (0.84, 0.10),  # measured 0.877, 0.0 %
+    "dev-en-late": (0.84, 0.10),  # measured 0.877, 0.0 %
     "dev-native-en": (0.74, 0.10),  # measured 0.773, 2.3 %
-    "heldout-zh": (0.88, 0.10),  # measured 0.912, 1.9 %
-    "heldout-en": (0.83, 0.10),  # measured 0.868, 1.9 %
-    "heldout2-zh": (0.81, 0.15),  # measured 0.848, 10.4 %
-    "heldout2-en": (0.74, 0.15),  # measured 0.774, 6.2 % (goal 0.85: not met)
+    "dev6": (0.77, 0.10),  # measured 0.809, 3.7 %
+    "dev6-en": (0.70, 0.10),  # measured 0.737, 0.0 %
+    "heldout2-zh": (0.86, 0.17),  # measured 0.903, 14.6 % (a dev set now)
+    "heldout2-en": (0.78, 0.15),  # measured 0.813, 10.4 % (a dev set now)
+    "heldout3-zh": (0.81, 0.10),  # measured 0.847, 1.9 % (a dev set now; 0.562 held out)
+    "heldout3-en": (0.81, 0.10),  # measured 0.847, 5.6 % (a dev set now; 0.561 held out)
+    "heldout4-zh": (0.58, 0.10),  # measured 0.617, 0.0 % (read, not tuned on)
+    "heldout4-en": (0.46, 0.10),  # measured 0.492, 3.6 % (read, not tuned on)
+    "heldout5-zh": (0.66, 0.10),  # measured 0.697, 3.7 % (held out; goal 0.85: not met)
+    "heldout5-en": (0.69, 0.12),  # measured 0.730, 7.4 % (held out; goal 0.85: not met)
+    "heldout-zh": (0.88, 0.10),  # measured 0.924, 3.7 %
+    "heldout-en": (0.83, 0.10),  # measured 0.867, 5.6 %
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
@@ -68,3 +78,13 @@ def test_the_scorer_is_the_shared_one() -> None:
     precision, recall, f1, unlabelled = tq.scorer().score(labels, [week])
     assert (precision, unlabelled) == (1.0, 1)
     assert recall == pytest.approx(1 / 3) and f1 == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("name", label_agreement.SETS)
+def test_two_labellers_of_a_held_out_set_agree_closely(name: str) -> None:
+    """The ceiling the grouping is measured against: a second, independent labelling
+    of the same entries scores 0.93-1.00 against the first (README)."""
+    found = label_agreement.agreement(name)
+    assert found.entries >= 50
+    assert found.same_primary >= 0.85, found.show()
+    assert min(found.first_as_grouping, found.second_as_grouping) >= 0.9, found.show()
