@@ -24,6 +24,9 @@ Sets (feeds and labels under tests/fixtures/):
   heldout4-en, heldout5-en  the same papers in English, same labels
   dev6, dev6-en 54 real 2024 papers in Chinese / English, 2027-W13..W16, by such a session: a dev set
               (tests/fixtures/eval/dev6/), for finding what the keywords miss
+  dev7, dev8  (and -en) 54 agent papers / 54 RL-training papers of Jan-Aug 2025, by such sessions: dev sets
+  heldout6-zh 52-56 papers of Sep 2025-2026, 2027-W17..W20, by such a session (tests/fixtures/heldout6/)
+  heldout6-en the same papers in English, same labels
   db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
   db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
 
@@ -96,6 +99,12 @@ SETS: dict[str, EvalSet] = {
     "heldout5-en": EvalSet("heldout5-en", FIXTURES / "heldout5" / "rl-en.xml", FIXTURES / "heldout5" / "labels.tsv"),
     "dev6": EvalSet("dev6", EVAL / "dev6" / "rl-zh.xml", EVAL / "dev6" / "labels.tsv"),
     "dev6-en": EvalSet("dev6-en", EVAL / "dev6" / "rl-en.xml", EVAL / "dev6" / "labels.tsv"),
+    "dev7": EvalSet("dev7", EVAL / "dev7" / "rl-zh.xml", EVAL / "dev7" / "labels.tsv"),
+    "dev7-en": EvalSet("dev7-en", EVAL / "dev7" / "rl-en.xml", EVAL / "dev7" / "labels.tsv"),
+    "dev8": EvalSet("dev8", EVAL / "dev8" / "rl-zh.xml", EVAL / "dev8" / "labels.tsv"),
+    "dev8-en": EvalSet("dev8-en", EVAL / "dev8" / "rl-en.xml", EVAL / "dev8" / "labels.tsv"),
+    "heldout6-zh": EvalSet("heldout6-zh", FIXTURES / "heldout6" / "rl-zh.xml", FIXTURES / "heldout6" / "labels.tsv"),
+    "heldout6-en": EvalSet("heldout6-en", FIXTURES / "heldout6" / "rl-en.xml", FIXTURES / "heldout6" / "labels.tsv"),
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
 }
