@@ -159,7 +159,8 @@ def feed_weeks(path: Path) -> dict[str, list[Item]]:
     weeks: dict[str, list[Item]] = {}
     for entry in feedparser.parse(str(path)).entries:
         stamp = entry.get("published_parsed") or entry.get("updated_parsed")
-        when = datetime(*stamp[:6], tzinfo=UTC).astimezone(SHANGHAI)
+        year_, month, day, hour, minute, second = stamp[:6]
+        when = datetime(year_, month, day, hour, minute, second, tzinfo=UTC).astimezone(SHANGHAI)
         year, week, _ = when.isocalendar()
         item = Item(key=entry.get("id") or entry.link, title=_plain(entry.title), summary=_plain(entry.description))
         weeks.setdefault(f"{year}-W{week:02d}", []).append(item)
