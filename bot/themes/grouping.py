@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from bot.themes.affinity import DECISIVE_RATIO, MAX_HISTORY, exemplar_theme, theme_affinity
+from bot.themes.affinity import MAX_HISTORY, exemplar_theme, theme_affinity
 from bot.themes.derive import Cluster, cluster_items
 from bot.themes.model import FIT_MARGIN, Explanation, Fit, Group, Item, Reason, ThemeScore, ThemeSet
 from bot.themes.scoring import best_theme, lexicon, normalise_text, score_details
@@ -255,19 +255,14 @@ def _fold_small(by_theme: dict[int, _Section], rest: list[_Entry], themes: Theme
 def _weak_home(entry: _Entry, themes: ThemeSet) -> int | None:
     """The theme an entry below ``min_score`` leans to, if its keywords say so plainly.
 
-    Only its keywords count: at least ``WEAK_RATIO x min_score`` and
-    ``DECISIVE_RATIO`` times the next theme. Points from the feed's own words do
-    not: they settle close calls between themes an entry fits, and on dev
-    weeks they sent every weak entry they touched to a section it did not
-    belong in. An entry without a plain lean goes on to the derived sections
-    or the catch-all, where it costs the sections no precision.
+    The same test as for a profile's exemplars (``exemplar_theme``: ``DECISIVE_RATIO``
+    times the next theme), at ``WEAK_RATIO x min_score``. Only its keywords
+    count: points from the feed's own words settle close calls between themes
+    an entry fits, and on dev weeks they sent every weak entry they touched to
+    a section it did not belong in. An entry without a plain lean goes on to
+    the derived sections or the catch-all, where it costs the sections no precision.
     """
-    keyword_scores = [detail.score for detail in entry.details]
-    lean = best_theme(keyword_scores)
-    first, second = sorted(keyword_scores, reverse=True)[:2] if len(keyword_scores) > 1 else (keyword_scores[0], 0.0)
-    if first >= WEAK_RATIO * themes.min_score and first >= DECISIVE_RATIO * second:
-        return lean
-    return None
+    return exemplar_theme([detail.score for detail in entry.details], WEAK_RATIO * themes.min_score)
 
 
 def _cluster_theme(members: Sequence[_Entry], themes: ThemeSet) -> int | None:
