@@ -114,6 +114,17 @@ def test_default_themes_cover_the_field_in_both_languages(themes: ThemeSet) -> N
     assert missing_names(themes, "en") == [] and missing_names(themes, "zh") == []
 
 
+def test_no_default_keyword_is_written_twice_in_a_theme(themes: ThemeSet) -> None:
+    """Spellings that match alike ("multi agent", "multi-agent") count once; a second copy only hides
+    which tier a keyword is really in."""
+    from bot.themes.scoring import keyword_pattern
+
+    for theme in themes.themes:
+        patterns = [keyword_pattern(k) for k in (*theme.strong_keywords, *theme.keywords, *theme.weak_keywords)]
+        twice = [p for p, n in Counter(patterns).items() if n > 1]
+        assert twice == [], f"{theme.key}: {twice}"
+
+
 def test_load_themes_from_path(tmp_path: Path) -> None:
     path = tmp_path / "themes.toml"
     path.write_text(
