@@ -9,6 +9,9 @@
    ``min_score`` on words in passing like "code" or "memory"), the themes file
    was written for another feed: the whole week is grouped by shared terms
    instead (step 5), and the result says so.
+2a. **The learned word model** (``bot.themes.learned``, for the themes it was
+   trained on) reads every word of an entry its keywords leave undecided and
+   adds points per theme in proportion to its probability (``_learn``).
 2b. **The feed's own words** settle what keywords leave undecided: an
    entry not clearly and decisively in one theme gains points for the terms
    it shares with each theme's clear entries (``bot.themes.affinity``).
@@ -41,6 +44,7 @@ from typing import Any
 
 from bot.themes.affinity import MAX_HISTORY, exemplar_theme, theme_affinity
 from bot.themes.derive import Cluster, cluster_items
+from bot.themes.learned import Reading, WordModel, model_for
 from bot.themes.model import FIT_MARGIN, Explanation, Fit, Group, Item, Reason, ThemeScore, ThemeSet
 from bot.themes.scoring import best_theme, lexicon, normalise_text, score_details
 from bot.themes.terms import Vocabulary
@@ -48,6 +52,8 @@ from bot.themes.terms import Vocabulary
 AFFINITY_WEIGHT = 3.0  # similarity 1 to a theme's profile is worth this many x min_score
 SECONDARY_RATIO = 0.5  # a fallback theme must score at least this share of the best one
 WEAK_RATIO = 0.5  # share of min_score with which an entry joins a theme already in the week
+LEARNED_WEIGHT = 3.0  # probability 1 from the learned word model is worth this many x min_score
+LEARNED_SURE = 0.5  # from this probability the model's word counts as evidence without a keyword
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,9 @@ class _Entry:
     bonus: tuple[float, ...] = ()  # points from the feed's own usage (``_refine``), per theme
     feed_terms: tuple[str, ...] = ()  # the terms behind the best theme's bonus
     moved: bool = False  # the bonus changed its best theme
+    learned: tuple[float, ...] = ()  # points from the learned word model (``_learn``), per theme
+    learned_moved: bool = False  # those points changed its best theme
+    reading: Reading | None = None
 
 
 @dataclass
@@ -127,7 +136,9 @@ def group_items(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[It
     return group_week(items, themes, history=history).groups
 
 
-def group_week(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Item] = ()) -> Grouping:
+def group_week(
+    items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Item] = (), model: WordModel | bool | None = True
+) -> Grouping:
     """Group one week's items, and say whether the themes file fits them.
 
     ``history`` (the feed's earlier stored entries, oldest first, optional)
@@ -147,6 +158,7 @@ def group_week(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Ite
     fit = Fit(len(entries), sum(_clear(e, themes) for e in entries), themes.min_fit)
     vocab = Vocabulary(_phrases(themes))
     if fit.fits:
+        _learn(entries, themes, model_for(themes, model))
         _refine(entries, history, themes, vocab, lex)
     if not fit.fits:
         sections, catch_all = _by_terms(entries, ordered, vocab, history)
@@ -154,6 +166,35 @@ def group_week(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Ite
         sections, catch_all = _by_themes(entries, ordered, vocab, themes, history)
     sections, catch_all = _enforce_cap(sections, catch_all, themes)
     return Grouping(_render(sections, catch_all, themes), fit)
+
+
+def _learn(entries: list[_Entry], themes: ThemeSet, model: WordModel | None) -> None:
+    """Let the learned word model weigh in where the keywords leave an entry undecided.
+
+    An entry its keywords put clearly and decisively in one theme keeps it (the
+    exemplars of ``_refine``). Every other entry gets, for each theme its
+    keywords name, ``LEARNED_WEIGHT x min_score x`` the model's probability on
+    top of its keyword score; there a probability of at least ``LEARNED_SURE``
+    counts as evidence, like a keyword in the title. Themes no keyword names get
+    nothing: the model knows only the themes it was trained on, and would file
+    an entry on protein folding under one of them.
+    """
+    if model is None:
+        return
+    clear = FIT_MARGIN * themes.min_score
+    for entry in entries:
+        if exemplar_theme(entry.scores, clear) is not None:
+            continue
+        reading = model.read(entry.item, themes)
+        named = [p if score > 0 else 0.0 for p, score in zip(reading.probabilities, entry.scores, strict=True)]
+        points = tuple(LEARNED_WEIGHT * themes.min_score * p for p in named)
+        scores = tuple(score + extra for score, extra in zip(entry.scores, points, strict=True))
+        best = best_theme(scores)
+        entry.learned_moved = best != entry.best
+        entry.reading, entry.learned, entry.scores, entry.best = reading, points, scores, best
+        entry.fits = scores[best] >= themes.min_score and (
+            _evidence(entry.details[best]) or named[best] >= LEARNED_SURE
+        )
 
 
 def _refine(
@@ -201,7 +242,7 @@ def _by_themes(
     rest: list[_Entry] = []
     for entry in entries:
         if entry.fits:
-            entry.reason = "feed_terms" if entry.moved else "best_theme"
+            entry.reason = "feed_terms" if entry.moved else "learned" if entry.learned_moved else "best_theme"
             by_theme.setdefault(entry.best, _Section(entry.best, [])).entries.append(entry)
         else:
             rest.append(entry)
@@ -340,9 +381,12 @@ def _explain(entry: _Entry, theme_key: str | None) -> Explanation:
     top = sorted((d for d in entry.details if d.score > 0), key=lambda d: -d.score)[:3]
     index = next((i for i, d in enumerate(entry.details) if d.theme_key == theme_key), None)
     points = entry.bonus[index] if entry.bonus and index is not None else 0.0
+    learned = entry.learned[index] if entry.learned and index is not None else 0.0
+    words = entry.reading.words[index] if entry.reading and index is not None else ()
     return Explanation(
         entry.item.key, entry.reason, theme_key, tuple(top), entry.shared_terms,
         feed_points=round(points, 2), feed_terms=entry.feed_terms if points else (),
+        learned_points=round(learned, 2), learned_words=words if learned else (),
     )
 
 

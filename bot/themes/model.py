@@ -21,6 +21,7 @@ Reason = Literal[
     "lone_theme",  # its best theme, kept although the entry is alone on it this week
     "fallback_theme",  # its best theme's section was dissolved (max_sections); next-best kept theme
     "feed_terms",  # its keywords left it undecided; it shares most terms with this theme's clear entries
+    "learned",  # its keywords left it undecided; the learned word model leans to this theme
     "weak_theme",  # below min_score, but its keywords lean plainly to a theme with a section this week
     "shared_terms",  # a derived section: shares distinctive terms with the other members
     "themes_do_not_fit",  # the week fits the themes file too poorly; grouped by shared terms
@@ -122,6 +123,8 @@ class Explanation:
     shared_terms: tuple[str, ...] = ()  # derived sections: the terms it shares
     feed_points: float = 0.0  # points its theme got from the feed's own usage (bot.themes.affinity)
     feed_terms: tuple[str, ...] = ()  # ... and the terms it shares with that theme's clear entries
+    learned_points: float = 0.0  # points its theme got from the learned word model (bot.themes.learned)
+    learned_words: tuple[str, ...] = ()  # ... and the words that weighed most for that theme
 
 
 @dataclass(frozen=True)
