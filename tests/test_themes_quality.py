@@ -6,8 +6,8 @@ heldout3 and heldout4 became dev sets once their per-entry output was read).
 The thresholds are the measured figures (README, "Grouping into themes") less
 a small margin, so a change that makes grouping worse fails here; they are not
 the goals. The issue's goal (F1 >= 0.85, at most 15 % in the catch-all) is not
-met on weeks written by someone who never saw the method (held-out 6, measured
-once: 0.73 Chinese, 0.76 English), while two labellers of such weeks agree at 0.93-1.00.
+met on weeks written by someone who never saw the method (held-out 6-8 with the
+learned word model: 0.66-0.86, mean 0.77), while two labellers of such weeks agree at 0.93-1.00.
 """
 
 from __future__ import annotations
@@ -24,29 +24,35 @@ import themes_quality as tq  # noqa: E402
 
 # set: (minimum pairwise F1, maximum catch-all share)
 THRESHOLDS = {
+    # dev sets: the keywords were written and the learned word model trained on them
     "dev": (0.95, 0.15),  # measured 1.000, 11.1 %
-    "dev-en": (0.86, 0.15),  # measured 0.894, 7.4 %
-    "dev-late": (0.84, 0.10),  # measured 0.877, 0.0 %
+    "dev-en": (0.95, 0.15),  # measured 1.000, 11.1 %
+    "dev-late": (0.93, 0.10),  # measured 0.968, 0.0 %
     "dev-en-late": (0.84, 0.10),  # measured 0.877, 0.0 %
-    "dev-native-en": (0.74, 0.10),  # measured 0.773, 2.3 %
-    "dev6": (0.78, 0.10),  # measured 0.815, 3.7 %
-    "dev6-en": (0.70, 0.10),  # measured 0.735, 0.0 %
-    "dev7": (0.74, 0.10),  # measured 0.775, 3.7 % (first run on the final code)
-    "dev7-en": (0.72, 0.10),  # measured 0.756, 3.7 %
-    "dev8": (0.64, 0.10),  # measured 0.678, 1.9 %
-    "dev8-en": (0.71, 0.10),  # measured 0.746, 0.0 %
-    "heldout2-zh": (0.90, 0.15),  # measured 0.938, 12.5 % (a dev set now)
-    "heldout2-en": (0.81, 0.15),  # measured 0.846, 12.5 % (a dev set now)
-    "heldout3-zh": (0.81, 0.10),  # measured 0.847, 1.9 % (a dev set now; 0.562 held out)
-    "heldout3-en": (0.81, 0.10),  # measured 0.847, 5.6 % (a dev set now; 0.561 held out)
-    "heldout4-zh": (0.71, 0.10),  # measured 0.745, 0.0 % (a dev set now; 0.617 held out)
-    "heldout4-en": (0.46, 0.10),  # measured 0.501, 3.6 % (a dev set now; 0.492 held out)
-    "heldout5-zh": (0.76, 0.10),  # measured 0.798, 5.6 % (0.697 at its first measurement; goal 0.85)
-    "heldout5-en": (0.69, 0.12),  # measured 0.730, 7.4 % (goal 0.85: not met)
-    "heldout6-zh": (0.69, 0.10),  # measured 0.728, 5.6 % (held out, measured once; goal 0.85: not met)
-    "heldout6-en": (0.72, 0.10),  # measured 0.756, 1.9 % (held out, measured once; goal 0.85: not met)
-    "heldout-zh": (0.88, 0.10),  # measured 0.924, 3.7 %
-    "heldout-en": (0.87, 0.10),  # measured 0.915, 5.6 %
+    "dev-native-en": (0.79, 0.10),  # measured 0.827, 4.5 %
+    "dev6": (0.77, 0.10),  # measured 0.812, 3.7 %
+    "dev6-en": (0.76, 0.10),  # measured 0.801, 3.7 %
+    "dev7": (0.76, 0.10),  # measured 0.801, 1.9 %
+    "dev7-en": (0.79, 0.10),  # measured 0.829, 0.0 %
+    "dev8": (0.85, 0.10),  # measured 0.893, 0.0 %
+    "dev8-en": (0.90, 0.10),  # measured 0.937, 0.0 %
+    "heldout2-zh": (0.86, 0.22),  # measured 0.900, 18.8 % (a dev set now; 11-12 topics a week over the cap)
+    "heldout2-en": (0.91, 0.26),  # measured 0.947, 22.9 % (a dev set now)
+    "heldout3-zh": (0.84, 0.10),  # measured 0.882, 0.0 % (a dev set now; 0.562 held out)
+    "heldout3-en": (0.85, 0.10),  # measured 0.890, 3.7 % (a dev set now; 0.561 held out)
+    "heldout4-zh": (0.71, 0.10),  # measured 0.747, 3.6 % (a dev set now; 0.617 held out)
+    "heldout4-en": (0.70, 0.12),  # measured 0.740, 9.1 % (a dev set now; 0.492 held out)
+    "heldout5-zh": (0.88, 0.12),  # measured 0.917, 7.4 % (a dev set now: the model trained on it)
+    "heldout5-en": (0.83, 0.12),  # measured 0.875, 9.3 %
+    "heldout-zh": (0.92, 0.10),  # measured 0.956, 0.0 %
+    "heldout-en": (0.87, 0.10),  # measured 0.915, 3.7 %
+    # held out: never read, never trained on (aggregate figures only; goal 0.85: not met but on 6-zh)
+    "heldout6-zh": (0.82, 0.10),  # measured 0.861, 0.0 % (0.728 by keywords alone, its first measurement)
+    "heldout6-en": (0.77, 0.10),  # measured 0.814, 3.7 % (0.756 by keywords alone)
+    "heldout7-zh": (0.62, 0.10),  # measured 0.656, 1.9 % (keywords alone 0.672), measured once
+    "heldout7-en": (0.71, 0.10),  # measured 0.752, 1.9 % (keywords alone 0.726), measured once
+    "heldout8-zh": (0.70, 0.10),  # measured 0.743, 1.9 % (keywords alone 0.709), measured once
+    "heldout8-en": (0.75, 0.10),  # measured 0.795, 1.9 % (keywords alone 0.667), measured once
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
