@@ -7,6 +7,8 @@ explainably; it does no I/O except reading a themes file you name:
 - ``lexicon``: reading and checking the themes file (TOML)
 - ``scoring``: an entry's score per theme from its keywords, with every hit kept
 - ``grouping``: the week's sections: themes, lone entries, the cap, the catch-all
+- ``affinity``: what the feed's own words say a theme is about
+- ``learned``: the word model learned from labelled entries (shipped as package data)
 - ``terms`` / ``derive``: sections from shared distinctive terms, when no theme fits
 - ``suggest``: a starter themes file from a feed's own entries
 
