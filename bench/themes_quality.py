@@ -69,6 +69,13 @@ FIXTURES = ROOT / "tests" / "fixtures"
 EVAL = FIXTURES / "eval"
 HELDOUT = FIXTURES / "heldout"
 SHANGHAI = ZoneInfo("Asia/Shanghai")
+# the RL sets' label codes and the bundled themes file's keys
+THEME_OF_CODE = {
+    "CA": "credit_assignment", "OPD": "on_policy_distillation", "HAR": "harness_engineering",
+    "SKM": "skills_memory_context", "SWE": "coding_agents", "ENV": "environments_infra",
+    "SELF": "self_improvement", "SEC": "safety_security", "EXP": "exploration_data",
+    "RM": "reward_models", "MM": "multimodal_world", "MA": "multi_agent", "EVAL": "benchmarks",
+}
 
 
 @dataclass(frozen=True)

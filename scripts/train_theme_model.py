@@ -59,13 +59,6 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "dev7": ("dev7", "dev7-en"),
     "dev8": ("dev8", "dev8-en"),
 }
-# The labels' codes and the bundled themes file's keys.
-THEME_OF_CODE = {
-    "CA": "credit_assignment", "OPD": "on_policy_distillation", "HAR": "harness_engineering",
-    "SKM": "skills_memory_context", "SWE": "coding_agents", "ENV": "environments_infra",
-    "SELF": "self_improvement", "SEC": "safety_security", "EXP": "exploration_data",
-    "RM": "reward_models", "MM": "multimodal_world", "MA": "multi_agent", "EVAL": "benchmarks",
-}
 ZH_WORDS = 40_000  # commonest words of jieba's dictionary, so new papers' words are known
 EN_WORDS = 30_000  # commonest English words (wordfreq)
 Entry = tuple[str, Counter[str], str]  # source, word counts, theme key
@@ -91,7 +84,7 @@ def labelled_entries() -> list[Entry]:
                     for word in model_words(item.title):
                         counts[word] += TITLE_COUNT
                     counts.update(model_words(item.summary))
-                    rows.append((source, counts, THEME_OF_CODE[label[1]]))
+                    rows.append((source, counts, tq.THEME_OF_CODE[label[1]]))
     return rows
 
 

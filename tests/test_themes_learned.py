@@ -26,13 +26,6 @@ from bot.themes.learned import (  # noqa: E402
     shipped_model,
 )
 
-THEME_OF_CODE = {
-    "CA": "credit_assignment", "OPD": "on_policy_distillation", "HAR": "harness_engineering",
-    "SKM": "skills_memory_context", "SWE": "coding_agents", "ENV": "environments_infra",
-    "SELF": "self_improvement", "SEC": "safety_security", "EXP": "exploration_data",
-    "RM": "reward_models", "MM": "multimodal_world", "MA": "multi_agent", "EVAL": "benchmarks",
-}
-
 OTHER_THEMES = """
 [settings]
 language = "en"
@@ -81,7 +74,7 @@ def _model_labels(name: str) -> list[tuple[int, str, str]]:
             label = find(labels, item.title)
             probabilities = model.read(item, themes).probabilities
             top = keys[max(range(len(keys)), key=probabilities.__getitem__)]
-            rows.append((labels.index(label), THEME_OF_CODE[label[1]], top))
+            rows.append((labels.index(label), tq.THEME_OF_CODE[label[1]], top))
     return rows
 
 
