@@ -7,7 +7,7 @@ The thresholds are the measured figures (README, "Grouping into themes") less
 a small margin, so a change that makes grouping worse fails here; they are not
 the goals. The issue's goal (F1 >= 0.85, at most 15 % in the catch-all) is not
 met on weeks written by someone who never saw the method (held-out 6-8 with the
-learned word model: 0.66-0.86, mean 0.77), while two labellers of such weeks agree at 0.93-1.00.
+learned word model, held-out 6-9: 0.61-0.86, mean 0.75), while two labellers of such weeks agree at 0.93-1.00.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ THRESHOLDS = {
     "heldout7-en": (0.71, 0.10),  # measured 0.752, 1.9 % (keywords alone 0.726), measured once
     "heldout8-zh": (0.70, 0.10),  # measured 0.743, 1.9 % (keywords alone 0.709), measured once
     "heldout8-en": (0.75, 0.10),  # measured 0.795, 1.9 % (keywords alone 0.667), measured once
+    "heldout9-zh": (0.57, 0.10),  # measured 0.608, 1.9 % (keywords alone 0.526), measured once
+    "heldout9-en": (0.74, 0.10),  # measured 0.777, 0.0 % (keywords alone 0.736), measured once
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
