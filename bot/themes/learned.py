@@ -14,7 +14,7 @@ by ``scripts/train_theme_model.py``:
 2. an entry is the weighted mean of its words' vectors (title words count
    ``TITLE_COUNT`` times); a logistic regression learned the primary theme of
    the 1,052 hand-labelled entries of the dev sets (548 papers, most
-   written up in Chinese and in English; held-out sets 6-8 never);
+   written up in Chinese and in English; held-out sets 6-9 never);
 3. regression and embedding fold into one table: per word, what it adds to
    each theme's log-odds. At run time an entry's theme probabilities are the
    softmax of the bias plus the mean of its words' rows: no embedding model,
@@ -130,7 +130,6 @@ class WordModel:
         counts.update(model_words(item.summary))
         known = [(word, n) for word, n in counts.items() if word in self.index]
         total = sum(n for _, n in known)
-        width = len(self.theme_keys)
         logits = list(self.bias)
         rows = {word: self.row(word) for word, _ in known}
         for word, n in known:
@@ -145,7 +144,7 @@ class WordModel:
         words: list[tuple[str, ...]] = []
         for theme in themes.themes:
             found = by_key.get(theme.key)
-            if found is None or found >= width:
+            if found is None:
                 probabilities.append(0.0)
                 words.append(())
                 continue
@@ -204,9 +203,3 @@ def model_for(themes: ThemeSet, model: WordModel | None | bool = True) -> WordMo
         return None
     return chosen
 
-
-def readings(items: Sequence[Item], themes: ThemeSet, model: WordModel | None) -> dict[str, Reading]:
-    """Per item key, the model's reading (empty when no model applies)."""
-    if model is None:
-        return {}
-    return {item.key: model.read(item, themes) for item in items}
