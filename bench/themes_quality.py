@@ -32,6 +32,11 @@ Sets (feeds and labels under tests/fixtures/):
               the learned word model (bot/themes/learned.py) was never trained on held-out 6-8
   heldout7-en, heldout8-en  the same papers in English, same labels
   heldout9-zh, heldout9-en  54 papers of Oct 2024-Aug 2025, 2027-W29..W32, by one more such session
+  dev9 .. dev14 (and -en)  54 papers each of 2024-2025, 2027-W41..2028-W12, by six more such sessions:
+              training data of the word model from the start, never held out
+  heldout10-zh, heldout11-zh, heldout12-zh (and -en)  54, 55 and 54 papers of 2024-2025, 2027-W33..W40 and
+              2028-W13..W16, by three more such sessions; papers whose short names begin with A-D or M-Q,
+              so no training set written with them (short names E-L, R-Z) shares a paper
   db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
   db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
 
@@ -90,6 +95,14 @@ class EvalSet:
     suggest: bool = False  # group with a themes file suggested from the feed itself
 
 
+def _pair(folder: Path, chinese: str, english: str) -> dict[str, EvalSet]:
+    """A set written up in both languages (rl-zh.xml, rl-en.xml) with one labels.tsv."""
+    return {
+        chinese: EvalSet(chinese, folder / "rl-zh.xml", folder / "labels.tsv"),
+        english: EvalSet(english, folder / "rl-en.xml", folder / "labels.tsv"),
+    }
+
+
 SETS: dict[str, EvalSet] = {
     "dev": EvalSet("dev", FIXTURES / "messagedaily-rl.xml", EVAL / "dev_labels.tsv", ("2026-W35", "2026-W36")),
     "dev-en": EvalSet("dev-en", EVAL / "dev-en.xml", EVAL / "dev-en_labels.tsv"),
@@ -115,6 +128,12 @@ SETS: dict[str, EvalSet] = {
     "dev7-en": EvalSet("dev7-en", EVAL / "dev7" / "rl-en.xml", EVAL / "dev7" / "labels.tsv"),
     "dev8": EvalSet("dev8", EVAL / "dev8" / "rl-zh.xml", EVAL / "dev8" / "labels.tsv"),
     "dev8-en": EvalSet("dev8-en", EVAL / "dev8" / "rl-en.xml", EVAL / "dev8" / "labels.tsv"),
+    **_pair(EVAL / "dev9", "dev9", "dev9-en"),
+    **_pair(EVAL / "dev10", "dev10", "dev10-en"),
+    **_pair(EVAL / "dev11", "dev11", "dev11-en"),
+    **_pair(EVAL / "dev12", "dev12", "dev12-en"),
+    **_pair(EVAL / "dev13", "dev13", "dev13-en"),
+    **_pair(EVAL / "dev14", "dev14", "dev14-en"),
     "heldout6-zh": EvalSet("heldout6-zh", FIXTURES / "heldout6" / "rl-zh.xml", FIXTURES / "heldout6" / "labels.tsv"),
     "heldout6-en": EvalSet("heldout6-en", FIXTURES / "heldout6" / "rl-en.xml", FIXTURES / "heldout6" / "labels.tsv"),
     "heldout7-zh": EvalSet("heldout7-zh", FIXTURES / "heldout7" / "rl-zh.xml", FIXTURES / "heldout7" / "labels.tsv"),
@@ -123,6 +142,9 @@ SETS: dict[str, EvalSet] = {
     "heldout8-en": EvalSet("heldout8-en", FIXTURES / "heldout8" / "rl-en.xml", FIXTURES / "heldout8" / "labels.tsv"),
     "heldout9-zh": EvalSet("heldout9-zh", FIXTURES / "heldout9" / "rl-zh.xml", FIXTURES / "heldout9" / "labels.tsv"),
     "heldout9-en": EvalSet("heldout9-en", FIXTURES / "heldout9" / "rl-en.xml", FIXTURES / "heldout9" / "labels.tsv"),
+    **_pair(FIXTURES / "heldout10", "heldout10-zh", "heldout10-en"),
+    **_pair(FIXTURES / "heldout11", "heldout11-zh", "heldout11-en"),
+    **_pair(FIXTURES / "heldout12", "heldout12-zh", "heldout12-en"),
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
 }

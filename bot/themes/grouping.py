@@ -10,8 +10,8 @@
    was written for another feed: the whole week is grouped by shared terms
    instead (step 5), and the result says so.
 2a. **The learned word model** (``bot.themes.learned``, for the themes it was
-   trained on) reads every word of an entry its keywords leave undecided and
-   adds points per theme in proportion to its probability (``_learn``).
+   trained on) reads every word of every entry and adds points to the themes
+   its keywords name, in proportion to its probability (``_learn``).
 2b. **The feed's own words** settle what keywords leave undecided: an
    entry not clearly and decisively in one theme gains points for the terms
    it shares with each theme's clear entries (``bot.themes.affinity``).
@@ -169,22 +169,22 @@ def group_week(
 
 
 def _learn(entries: list[_Entry], themes: ThemeSet, model: WordModel | None) -> None:
-    """Let the learned word model weigh in where the keywords leave an entry undecided.
+    """Let the learned word model weigh in on every entry, among the themes its keywords name.
 
-    An entry its keywords put clearly and decisively in one theme keeps it (the
-    exemplars of ``_refine``). Every other entry gets, for each theme its
-    keywords name, ``LEARNED_WEIGHT x min_score x`` the model's probability on
-    top of its keyword score; there a probability of at least ``LEARNED_SURE``
-    counts as evidence, like a keyword in the title. Themes no keyword names get
-    nothing: the model knows only the themes it was trained on, and would file
-    an entry on protein folding under one of them.
+    Each entry gets, for each theme its keywords name, ``LEARNED_WEIGHT x
+    min_score x`` the model's probability on top of its keyword score; there a
+    probability of at least ``LEARNED_SURE`` counts as evidence, like a keyword
+    in the title. An entry its keywords put clearly in one theme is weighed too:
+    a paper's domain words (robots, code, the web) often outscore what it
+    contributes, and the model, trained on what labellers chose, hears the
+    contribution (cross-validated over 17 labelled sources, mean F1 0.794 when
+    such entries kept their keyword theme, 0.803 when the model weighed them).
+    Themes no keyword names get nothing: the model knows only the themes it was
+    trained on, and would file an entry on protein folding under one of them.
     """
     if model is None:
         return
-    clear = FIT_MARGIN * themes.min_score
     for entry in entries:
-        if exemplar_theme(entry.scores, clear) is not None:
-            continue
         reading = model.read(entry.item, themes)
         named = [p if score > 0 else 0.0 for p, score in zip(reading.probabilities, entry.scores, strict=True)]
         points = tuple(LEARNED_WEIGHT * themes.min_score * p for p in named)
