@@ -117,7 +117,7 @@ def test_explain_shows_the_learned_points_and_words() -> None:
     grouping = group_week(items, themes)
     explanations = [why for g in grouping.groups for why in g.explanations]
     learned = [why for why in explanations if why.learned_points > 0]
-    assert learned, "with the bundled themes an entry its keywords leave undecided gets the model's points"
+    assert learned, "with the bundled themes every entry gets the model's points"
     assert all(why.learned_points <= 3.0 * themes.min_score for why in learned)
     why = next(w for w in learned if w.key == "1")
     assert why.learned_words

@@ -15,7 +15,7 @@ REASONS = {
     "lone_theme": "its best theme, kept although alone on it this week (within max_sections)",
     "fallback_theme": "its next-best theme: its best theme's section was dissolved to fit max_sections",
     "feed_terms": "its keywords left it undecided; it shares the most terms with this theme's clear entries",
-    "learned": "its keywords left it undecided; the learned word model leans to this theme",
+    "learned": "the learned word model, reading the whole entry, leans to this theme over its keywords' choice",
     "weak_theme": "below min_score, but its keywords lean plainly to a theme with a section this week",
     "shared_terms": "shares distinctive terms with the other entries of this section",
     "themes_do_not_fit": "the themes file fits too few entries this week: grouped by shared terms",
