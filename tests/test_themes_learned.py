@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 
 import themes_quality as tq  # noqa: E402
 
-from bot.themes import Item, group_week, load_themes, parse_themes  # noqa: E402
+from bot.themes import Item, ThemeSet, group_week, load_themes, parse_themes  # noqa: E402
 from bot.themes.explain import explanation_json, explanation_lines  # noqa: E402
 from bot.themes.learned import (  # noqa: E402
     MODEL_RESOURCE,
@@ -55,6 +55,28 @@ def test_a_themes_file_with_other_themes_gets_no_learned_points() -> None:
              for i in range(5)]
     grouping = group_week(items, themes)
     assert all(why.learned_points == 0 for g in grouping.groups for why in g.explanations)
+
+
+def _bundled_plus_own_theme() -> ThemeSet:
+    """The bundled themes file with one theme of the operator's own appended (the model never learned it)."""
+    text = resources.files("bot.data").joinpath("themes.toml").read_text(encoding="utf-8")
+    text += '\n[themes.quantum]\nname = "量子强化学习"\nkeywords = ["quantum circuit", "qubit", "量子比特"]\n'
+    return parse_themes(text, "extended.toml")
+
+
+def test_an_operators_own_theme_keeps_the_entries_its_keywords_give_it() -> None:
+    """The model weighs only themes it was taught: it must not pull an entry its keywords put
+    clearly in the operator's own theme over to a bundled one (it has no vote for the new theme)."""
+    themes = _bundled_plus_own_theme()
+    assert model_for(themes) is not None, "a file that keeps every bundled key still uses the model"
+    own = Item("q", "Qubit mapping for quantum circuits", "We learn a reward model of mapping quality from "
+               "preference pairs and optimise the router against the reward model.")
+    reward = Item("r", "A process reward model for maths reasoning", "A process reward model scores each step; "
+                  "a verifier and a reward model trained on preference pairs.")
+    grouping = group_week([own, reward], themes)
+    placed = {why.key: (g.theme_key, why.learned_points) for g in grouping.groups for why in g.explanations}
+    assert placed["q"] == ("quantum", 0.0)
+    assert placed["r"][0] in {"reward_models", "credit_assignment"} and placed["r"][1] > 0
 
 
 def _model_labels(name: str) -> list[tuple[int, str, str]]:

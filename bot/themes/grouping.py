@@ -181,10 +181,17 @@ def _learn(entries: list[_Entry], themes: ThemeSet, model: WordModel | None) -> 
     such entries kept their keyword theme, 0.803 when the model weighed them).
     Themes no keyword names get nothing: the model knows only the themes it was
     trained on, and would file an entry on protein folding under one of them.
+    For the same reason an entry whose keywords lead to a theme the model was
+    never taught (an operator's own theme added to the bundled file) is left as
+    its keywords put it: the model has no vote for that theme, so its points
+    could only pull the entry away.
     """
     if model is None:
         return
+    taught = set(model.theme_keys)
     for entry in entries:
+        if themes.themes[entry.best].key not in taught:
+            continue
         reading = model.read(entry.item, themes)
         named = [p if score > 0 else 0.0 for p, score in zip(reading.probabilities, entry.scores, strict=True)]
         points = tuple(LEARNED_WEIGHT * themes.min_score * p for p in named)
