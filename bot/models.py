@@ -18,6 +18,7 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -159,6 +160,22 @@ class EntrySource(Base):
     key: Mapped[str] = mapped_column(String(512), primary_key=True)
     entry_id: Mapped[int] = mapped_column(ForeignKey("entries.id", ondelete="CASCADE"), index=True)
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EntryVector(Base):
+    """An entry's sentence vector (``bot.embedding``), computed once after the poll
+    that stored it: the grouping's learned model reads it (``bot.themes.learned``).
+
+    ``encoder`` names the model that made it, so vectors of another encoder are
+    never mixed with a head trained on these; ``vector`` is little-endian 32-bit floats.
+    """
+
+    __tablename__ = "entry_vectors"
+
+    entry_id: Mapped[int] = mapped_column(ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True)
+    encoder: Mapped[str] = mapped_column(String(100))
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Digest(Base):

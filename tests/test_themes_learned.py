@@ -43,7 +43,8 @@ def test_the_shipped_model_knows_every_bundled_theme() -> None:
     assert model is not None, f"bot/data/{MODEL_RESOURCE} is missing from the package"
     themes = load_themes(None)
     assert set(model.theme_keys) == {theme.key for theme in themes.themes}
-    assert model_for(themes) is model
+    chosen = model_for(themes)
+    assert chosen is not None and chosen.word is model
     assert len(model.index) > 50_000, "the vocabulary should cover common Chinese and English words"
     assert model.source, "the model should say how it was made"
 
@@ -144,7 +145,9 @@ def test_explain_shows_the_learned_points_and_words() -> None:
     why = next(w for w in learned if w.key == "1")
     assert why.learned_words
     assert any(line.strip().startswith("learned: +") for line in explanation_lines(why))
-    assert explanation_json(why)["learned"] == {"points": why.learned_points, "words": list(why.learned_words)}
+    # these items carry no sentence vector: the word model weighed alone
+    assert explanation_json(why)["learned"] == {"points": why.learned_points, "words": list(why.learned_words),
+                                                "sentence": None}
     without = group_week(items, themes, model=False)
     assert all(w.learned_points == 0 for g in without.groups for w in g.explanations)
 

@@ -21,7 +21,7 @@ from bot.cli.output import chosen_format, emit_rows, format_option
 from bot.db import transaction
 from bot.errors import BotError
 from bot.ingest import feeds as managed
-from bot.ingest import opml
+from bot.ingest import opml, vectors
 from bot.ingest import queries as feed_queries
 from bot.terminal import printable
 
@@ -47,8 +47,35 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     total = sum(r.new for r in results)
     failed = sum(r.status == "error" for r in results)
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
+    _embed(app)
     if failed == len(results):
         sys.exit(1)
+
+
+def _embed(app: App) -> None:
+    """Embed the entries that have no sentence vector yet, with a progress bar
+    (about 0.15 s an entry: the first poll of a long feed takes a while)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=console, transient=True)
+    task: list[Any] = []
+
+    def on_progress(done: int, total: int) -> None:
+        if not task:
+            bar.start()
+            task.append(bar.add_task("embedding entries for the themes", total=total))
+        bar.update(task[0], completed=done)
+
+    try:
+        result = vectors.embed_new_entries(app.settings, app.factory, on_progress=on_progress)
+    finally:
+        if task:
+            bar.stop()
+    if result.status == "error":
+        err_console.print(printable(result.summary()), markup=False)
+    elif result.status == "unavailable" or result.embedded:
+        console.print(printable(result.summary()), markup=False)
 
 
 @click.group("feeds", invoke_without_command=True)
@@ -126,6 +153,7 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
         err_console.print(printable(f"warning: {normal} does not exist (yet)"), markup=False)
     [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
     console.print(printable(result.summary()), markup=False)
+    _embed(app)
     if result.status == "error":
         err_console.print("warning: the first poll failed; the feed stays added and is polled "
                           f"with the others (`digestbot feeds remove {feed_id}` if it was a typo)",

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy.orm import Session
 
-from bot import models
+from bot import embedding, models
 from bot.config import Settings
 from bot.digest import draft_queries, queries, theme_fit
 from bot.digest.edits import apply_edits
@@ -39,7 +39,9 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
     edits = draft_queries.week_edits(session, week.label)
     # the weeks before tell the grouping how common a word is in this feed
     history = theme_fit.history_items(session, week.start)
-    return apply_edits(assemble(week, chosen, settings, sources, history), edits,
+    # the sentence vectors stored after each poll, for the grouping's learned model
+    vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
+    return apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
                        load_themes(settings.themes_file))
 
 
@@ -82,6 +84,7 @@ def _backfill(session: Session, week: Week, taken: set[int]) -> list[models.Entr
 def assemble(
     week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings,
     sources: Mapping[int, str] | None = None, history: Sequence[Item] = (),
+    vectors: Mapping[int, tuple[float, ...]] | None = None,
 ) -> DigestData:
     """Group the chosen (entry, late) pairs into themes and shape them for rendering.
 
@@ -91,7 +94,7 @@ def assemble(
     keys = _item_keys([entry for entry, _ in chosen])
     items = [
         Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "",
-             papers=tuple(entry.papers or ()))
+             papers=tuple(entry.papers or ()), vector=(vectors or {}).get(entry.id))
         for entry, _ in chosen
     ]
     groups = group_items(items, load_themes(settings.themes_file), history=history) if items else []

@@ -11,7 +11,8 @@ from typing import cast
 from sqlalchemy import ColumnElement, Connection, Table, func, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from bot.models import Digest, DigestEntry, Entry, EntrySource, Feed, FeedState
+from bot import embedding
+from bot.models import Digest, DigestEntry, Entry, EntrySource, EntryVector, Feed, FeedState
 
 _DIGESTS = cast(Table, Digest.__table__)
 
@@ -201,3 +202,14 @@ def frozen_digests(session: Session, limit: int | None = None) -> list[Digest]:
     if limit is not None:
         query = query.limit(limit)
     return list(session.scalars(query))
+
+
+def entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> dict[int, tuple[float, ...]]:
+    """The stored sentence vectors from ``encoder`` of the given entries (those that have one)."""
+    vectors: dict[int, tuple[float, ...]] = {}
+    for start in range(0, len(entry_ids), 500):
+        rows = session.execute(select(EntryVector.entry_id, EntryVector.vector).where(
+            EntryVector.entry_id.in_(list(entry_ids[start:start + 500])),
+            EntryVector.encoder == encoder))
+        vectors.update((row.entry_id, embedding.unpack(row.vector)) for row in rows)
+    return vectors

@@ -20,13 +20,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from bot import models
+from bot import embedding, models
 from bot.config import Settings
 from bot.digest import queries
 from bot.digest.text import clean_line
 from bot.digest.week import week_of
 from bot.errors import ThemesError
-from bot.themes import DEFAULT_THEMES_LABEL, Item, load_themes, suggest_themes, theme_fit
+from bot.themes import DEFAULT_THEMES_LABEL, Item, ThemeSet, load_themes, suggest_themes, theme_fit
+from bot.themes.learned import model_for
 
 HISTORY_WEEKS = 12  # how far back the grouping looks to learn how common a word is
 FIT_WEEKS = 4  # the recent weeks `digestbot status` checks the themes file against
@@ -63,9 +64,27 @@ def fit_report(session: Session, settings: Settings, weeks: int = FIT_WEEKS,
         themes = load_themes(settings.themes_file)
     except ThemesError as exc:
         return {"file": label, "error": str(exc), "fits": False, "entries": 0, "matched": 0, "weeks": weeks}
-    fit = theme_fit(recent_items(session, settings, weeks, now), themes)
+    items = recent_items(session, settings, weeks, now)
+    fit = theme_fit(items, themes)
     return {"file": label, "weeks": weeks, "entries": fit.entries, "matched": fit.matched,
-            "share": round(fit.share, 3), "min_fit": fit.min_fit, "fits": fit.fits}
+            "share": round(fit.share, 3), "min_fit": fit.min_fit, "fits": fit.fits,
+            "learned": _learned_report(session, settings, themes, [int(item.key) for item in items])}
+
+
+def _learned_report(session: Session, settings: Settings, themes: ThemeSet, entry_ids: list[int]) -> dict[str, Any]:
+    """What the learned model reads for these themes: words (the shipped word model
+    knows them), sentences (``on``, ``off`` by setting, ``unavailable`` without the
+    encoder) and how many of the recent entries have a sentence vector."""
+    words = model_for(themes) is not None
+    if not settings.embed_entries:
+        sentences = "off"
+    elif not embedding.available():
+        sentences = "unavailable"
+    else:
+        sentences = "on"
+    embedded = len(queries.entry_vectors(session, entry_ids, embedding.ENCODER)) if entry_ids else 0
+    return {"words": words, "sentences": sentences if words else "off", "embedded": embedded,
+            "entries": len(entry_ids)}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ REASONS = {
     "lone_theme": "its best theme, kept although alone on it this week (within max_sections)",
     "fallback_theme": "its next-best theme: its best theme's section was dissolved to fit max_sections",
     "feed_terms": "its keywords left it undecided; it shares the most terms with this theme's clear entries",
-    "learned": "the learned word model, reading the whole entry, leans to this theme over its keywords' choice",
+    "learned": ("the learned model (its words, and its sentence vector where it has one) leans to this theme"
+                " over its keywords' choice"),
     "weak_theme": "below min_score, but its keywords lean plainly to a theme with a section this week",
     "shared_terms": "shares distinctive terms with the other entries of this section",
     "themes_do_not_fit": "the themes file fits too few entries this week: grouped by shared terms",
@@ -31,7 +32,8 @@ def explanation_json(why: Explanation) -> dict[str, Any]:
         "theme": why.theme_key,
         "shared_terms": list(why.shared_terms),
         "feed_terms": {"points": why.feed_points, "terms": list(why.feed_terms)},
-        "learned": {"points": why.learned_points, "words": list(why.learned_words)},
+        "learned": {"points": why.learned_points, "words": list(why.learned_words),
+                    "sentence": why.learned_sentence},
         "scores": [_score_json(score) for score in why.top],
     }
 
@@ -57,8 +59,10 @@ def explanation_lines(why: Explanation, max_hits: int = 6) -> list[str]:
         lines.append(f"    feed terms: +{why.feed_points:g} for terms shared with this theme's clear entries"
                      f" ({', '.join(why.feed_terms) or 'none in particular'})")
     if why.learned_points:
+        sentence = ("" if why.learned_sentence is None
+                    else f" and the sentence model (probability {why.learned_sentence:g} for this theme)")
         lines.append(f"    learned: +{why.learned_points:g} from the word model"
-                     f" ({', '.join(why.learned_words) or 'no word in particular'})")
+                     f" ({', '.join(why.learned_words) or 'no word in particular'}){sentence}")
     for score in why.top:
         hits = ", ".join(
             f"{hit.term} [{hit.field}{'x' + str(hit.count) if hit.count > 1 else ''}"

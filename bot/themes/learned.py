@@ -24,6 +24,11 @@ It knows only the themes it was trained on (the bundled themes file's keys)
 and is used only when the themes in use carry every one of them; another
 field's themes file is grouped by its keywords alone. ``--explain`` shows the
 points it gave and the words that weighed most.
+
+Where an entry carries a sentence vector (stored after the poll, see
+``bot.embedding``), ``LearnedModel`` mixes in a regression on that vector
+(``bot.themes.sentence``), which reads the entry as a whole rather than word
+by word.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ from importlib import resources
 from typing import Any
 
 from bot.themes.model import Item, ThemeSet
+from bot.themes.sentence import SentenceHead, shipped_head
 
 MODEL_RESOURCE = "learned_themes.json.gz"
+SENTENCE_SHARE = 0.5  # the sentence model's share of the mixed probability, where an entry has a vector
 TITLE_COUNT = 3  # a title word counts as this many summary words (a title states the subject)
 
 _WORD_RE = re.compile(r"[a-z][a-z0-9\-\.]*[a-z0-9]|[a-z]")
@@ -79,6 +86,8 @@ class Reading:
 
     probabilities: tuple[float, ...]
     words: tuple[tuple[str, ...], ...]
+    # the sentence model's share: its probability per theme, None when the entry has no vector
+    sentence: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -195,11 +204,53 @@ def shipped_model() -> WordModel | None:
         return model_from_json(json.load(text))
 
 
-def model_for(themes: ThemeSet, model: WordModel | None | bool = True) -> WordModel | None:
-    """The model to use with ``themes``: the shipped one (``True``), the one given,
-    or none (``False``/``None``); none when it does not know ``themes``' themes."""
-    chosen = shipped_model() if model is True else (model or None)
+@dataclass(frozen=True)
+class LearnedModel:
+    """The word model, and the sentence head for entries that carry a sentence vector.
+
+    Where an entry has a vector (``Item.vector``, stored when it was polled)
+    its probabilities are ``SENTENCE_SHARE`` of the head's and the rest of
+    the word model's: cross-validated over 33 labelled sets, grouping F1 0.803
+    with words alone, 0.811 with sentences alone, 0.824 half and half. Without a
+    vector (no encoder on this machine, or an entry polled before there was
+    one) the word model decides alone.
+    """
+
+    word: WordModel
+    head: SentenceHead | None = None
+
+    @property
+    def theme_keys(self) -> tuple[str, ...]:
+        return self.word.theme_keys
+
+    def applies_to(self, themes: ThemeSet) -> bool:
+        return self.word.applies_to(themes)
+
+    def read(self, item: Item, themes: ThemeSet, top_words: int = 4) -> Reading:
+        """The word model's reading, mixed with the head's where ``item`` has a usable vector."""
+        reading = self.word.read(item, themes, top_words)
+        if self.head is None or item.vector is None or len(item.vector) != self.head.dimensions:
+            return reading
+        by_key = self.head.probabilities(item.vector)
+        sentence = tuple(by_key.get(theme.key, 0.0) for theme in themes.themes)
+        mixed = tuple((1 - SENTENCE_SHARE) * word + SENTENCE_SHARE * whole
+                      for word, whole in zip(reading.probabilities, sentence, strict=True))
+        return Reading(mixed, reading.words, sentence)
+
+
+def model_for(
+    themes: ThemeSet, model: LearnedModel | WordModel | None | bool = True
+) -> LearnedModel | None:
+    """The model to use with ``themes``: the shipped one (``True``: word model and
+    sentence head), the one given (a bare word model reads words alone), or none
+    (``False``/``None``); none when it does not know ``themes``' themes."""
+    if model is True:
+        word = shipped_model()
+        chosen = LearnedModel(word, shipped_head()) if word is not None else None
+    elif isinstance(model, WordModel):
+        chosen = LearnedModel(model)
+    else:
+        chosen = model or None
     if chosen is None or not chosen.applies_to(themes):
         return None
     return chosen
-

@@ -90,6 +90,8 @@ class Item:
     title: str
     summary: str
     papers: tuple[str, ...] = ()
+    # the entry's sentence vector (bot.embedding), stored when it was polled; None without one
+    vector: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class Explanation:
     feed_terms: tuple[str, ...] = ()  # ... and the terms it shares with that theme's clear entries
     learned_points: float = 0.0  # points its theme got from the learned word model (bot.themes.learned)
     learned_words: tuple[str, ...] = ()  # ... and the words that weighed most for that theme
+    learned_sentence: float | None = None  # the sentence model's probability for that theme (None: no vector)
 
 
 @dataclass(frozen=True)
