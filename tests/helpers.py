@@ -48,7 +48,7 @@ EXE = shutil.which("digestbot", path=str(Path(sys.executable).parent)) or "diges
 
 
 # Tests poll the 77-entry fixture over and over; embedding it (bot.ingest.vectors) takes
-# ~12 s each time, so it is off unless a test turns it on (tests/test_embedding.py does).
+# ~20 s each time, so it is off unless a test turns it on (tests/test_embedding.py does).
 NO_EMBEDDING = {"DIGESTBOT_EMBED_ENTRIES": "false"}
 
 

@@ -54,7 +54,7 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
 
 def _embed(app: App) -> None:
     """Embed the entries that have no sentence vector yet, with a progress bar
-    (about 0.15 s an entry: the first poll of a long feed takes a while)."""
+    (about 0.3 s an entry: the first poll of a long feed takes a while)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),

@@ -2,7 +2,7 @@
 
 The grouping's learned model mixes a sentence model with its word model
 (``bot.themes.learned``); the encoder is too slow to run on every preview
-(~0.15 s an entry), so each entry is read once here and its vector stored.
+(~0.3 s an entry), so each entry is read once here and its vector stored.
 Batches are committed as they are done: a crash or a stop loses at most one
 batch, and the next poll picks up the entries still without a vector (newest
 first). Entries are never at risk: a vector is an extra, and an entry without
