@@ -21,7 +21,7 @@ Reason = Literal[
     "lone_theme",  # its best theme, kept although the entry is alone on it this week
     "fallback_theme",  # its best theme's section was dissolved (max_sections); next-best kept theme
     "feed_terms",  # its keywords left it undecided; it shares most terms with this theme's clear entries
-    "learned",  # the learned word model leans to this theme over its keywords' choice
+    "learned",  # the learned model (words, and the sentence vector) leans to this theme over its keywords' choice
     "weak_theme",  # below min_score, but its keywords lean plainly to a theme with a section this week
     "shared_terms",  # a derived section: shares distinctive terms with the other members
     "themes_do_not_fit",  # the week fits the themes file too poorly; grouped by shared terms
