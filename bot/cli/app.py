@@ -87,3 +87,26 @@ def reports_errors(func: F) -> F:
                 err_console.print(f"  [dim]hint:[/] {markup(error.hint, keep_newlines=True)}")
             sys.exit(1)
     return wrapper  # type: ignore[return-value]
+
+
+class LazyBar:
+    """A progress bar that appears with the first report of progress: work that
+    turns out to have nothing to do draws nothing."""
+
+    def __init__(self, description: str, *, transient: bool = False) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        self._description = description
+        self._bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                             TimeRemainingColumn(), console=console, transient=transient)
+        self._task: Any = None
+
+    def update(self, done: int, total: int) -> None:
+        if self._task is None:
+            self._bar.start()
+            self._task = self._bar.add_task(self._description, total=total)
+        self._bar.update(self._task, total=total, completed=done)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._bar.stop()

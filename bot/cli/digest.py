@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from bot import digest, render, send
-from bot.cli.app import App, console, err_console, pass_app, reports_errors
+from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors
 from bot.terminal import printable
 from bot.themes.explain import explanation_json, explanation_lines
 
@@ -116,20 +116,13 @@ def send_command(app: App, week: str | None, dry_run: bool, to: str | None, rese
     import signal
     import threading
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     if to and resend:
         raise click.UsageError("--to sends a test copy; it cannot be combined with --resend")
     stop = threading.Event()
-    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), console=console, transient=False)
-    task: list[Any] = []
+    bar = LazyBar("sending")
 
     def on_progress(report: Any) -> None:
-        if not task:
-            bar.start()
-            task.append(bar.add_task("sending", total=report.total))
-        bar.update(task[0], total=report.total, completed=report.done)
+        bar.update(report.done, report.total)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():
@@ -145,8 +138,7 @@ def send_command(app: App, week: str | None, dry_run: bool, to: str | None, rese
         report = send.send_digest(app.settings, app.factory, week, dry_run=dry_run, to=to,
                                       resend=resend, progress=on_progress, stop=stop)
     finally:
-        if task:
-            bar.stop()
+        bar.stop()
         for sig, old in handlers.items():
             signal.signal(sig, old)
     console.print(report.summary(), markup=False)

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from bot import ingest, logs
-from bot.cli.app import App, console, err_console, pass_app, reports_errors
+from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors
 from bot.cli.output import chosen_format, emit_rows, format_option
 from bot.db import transaction
 from bot.errors import BotError
@@ -55,23 +55,11 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
 def _embed(app: App) -> None:
     """Embed the entries that have no sentence vector yet, with a progress bar
     (about 0.3 s an entry: the first poll of a long feed takes a while)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), console=console, transient=True)
-    task: list[Any] = []
-
-    def on_progress(done: int, total: int) -> None:
-        if not task:
-            bar.start()
-            task.append(bar.add_task("embedding entries for the themes", total=total))
-        bar.update(task[0], completed=done)
-
+    bar = LazyBar("embedding entries for the themes", transient=True)
     try:
-        result = vectors.embed_new_entries(app.settings, app.factory, on_progress=on_progress)
+        result = vectors.embed_new_entries(app.settings, app.factory, on_progress=bar.update)
     finally:
-        if task:
-            bar.stop()
+        bar.stop()
     if result.status == "error":
         err_console.print(printable(result.summary()), markup=False)
     elif result.status == "unavailable" or result.embedded:

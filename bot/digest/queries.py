@@ -88,10 +88,8 @@ def source_names(session: Session, entry_ids: Iterable[int]) -> dict[int, str]:
     feeds were added (not the order their polls happened to store it), each
     name once (``Feed.display_name``; removed feeds left out unless they are
     all there is)."""
-    ids = sorted(set(entry_ids))
     names: dict[int, list[tuple[bool, str]]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+    for chunk in _chunks(sorted(set(entry_ids))):
         primary = select(Entry.id, Feed.id.label("feed_id"), Feed.name, Feed.title, Feed.url,
                          Feed.status).join(Feed, Feed.id == Entry.feed_id).where(Entry.id.in_(chunk))
         others = select(EntrySource.entry_id, Feed.id.label("feed_id"), Feed.name, Feed.title,
@@ -207,9 +205,20 @@ def frozen_digests(session: Session, limit: int | None = None) -> list[Digest]:
 def entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> dict[int, tuple[float, ...]]:
     """The stored sentence vectors from ``encoder`` of the given entries (those that have one)."""
     vectors: dict[int, tuple[float, ...]] = {}
-    for start in range(0, len(entry_ids), 500):
+    for chunk in _chunks(entry_ids):
         rows = session.execute(select(EntryVector.entry_id, EntryVector.vector).where(
-            EntryVector.entry_id.in_(list(entry_ids[start:start + 500])),
-            EntryVector.encoder == encoder))
+            EntryVector.entry_id.in_(chunk), EntryVector.encoder == encoder))
         vectors.update((row.entry_id, embedding.unpack(row.vector)) for row in rows)
     return vectors
+
+
+def count_entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> int:
+    """How many of the given entries have a sentence vector from ``encoder``."""
+    return sum(session.scalar(select(func.count()).select_from(EntryVector).where(
+        EntryVector.entry_id.in_(chunk), EntryVector.encoder == encoder)) or 0 for chunk in _chunks(entry_ids))
+
+
+def _chunks(ids: Sequence[int], size: int = 500) -> Iterable[list[int]]:
+    """``ids`` in lists of ``size``: an IN list stays within every backend's limit on parameters."""
+    for start in range(0, len(ids), size):
+        yield list(ids[start:start + size])

@@ -82,7 +82,7 @@ def _learned_report(session: Session, settings: Settings, themes: ThemeSet, entr
         sentences = "unavailable"
     else:
         sentences = "on"
-    embedded = len(queries.entry_vectors(session, entry_ids, embedding.ENCODER)) if entry_ids else 0
+    embedded = queries.count_entry_vectors(session, entry_ids, embedding.ENCODER)
     return {"words": words, "sentences": sentences if words else "off", "embedded": embedded,
             "entries": len(entry_ids)}
 
