@@ -1,6 +1,6 @@
 """How far apart two people labelling the same weeks are: the ceiling for the grouping's score.
 
-usage: python bench/label_agreement.py [SET ...]   (default: heldout3 .. heldout6, heldout15 .. heldout18)
+usage: python bench/label_agreement.py [SET ...]   (default: heldout3 .. heldout6, heldout15 .. heldout22)
 
 Each set under tests/fixtures/ was labelled twice, independently: ``labels.tsv`` by the session
 that wrote the entries, ``labels-second.tsv`` by another session that saw only the entries'
@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import themes_quality as tq  # noqa: E402
 from common import Row  # noqa: E402
 
-SETS = ("heldout3", "heldout4", "heldout5", "heldout6", "heldout15", "heldout16", "heldout17", "heldout18")
+SETS = ("heldout3", "heldout4", "heldout5", "heldout6", "heldout15", "heldout16", "heldout17", "heldout18",
+        "heldout19", "heldout20", "heldout21", "heldout22")
 Label = tuple[str, str, set[str]]  # title prefix, primary topic, all its topics
 
 

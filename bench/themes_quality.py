@@ -159,6 +159,10 @@ SETS: dict[str, EvalSet] = {
     **_pair(FIXTURES / "heldout16", "heldout16-zh", "heldout16-en"),
     **_pair(FIXTURES / "heldout17", "heldout17-zh", "heldout17-en"),
     **_pair(FIXTURES / "heldout18", "heldout18-zh", "heldout18-en"),
+    **_pair(FIXTURES / "heldout19", "heldout19-zh", "heldout19-en"),
+    **_pair(FIXTURES / "heldout20", "heldout20-zh", "heldout20-en"),
+    **_pair(FIXTURES / "heldout21", "heldout21-zh", "heldout21-en"),
+    **_pair(FIXTURES / "heldout22", "heldout22-zh", "heldout22-en"),
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
 }
