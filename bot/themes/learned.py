@@ -13,9 +13,9 @@ by ``scripts/train_theme_model.py``:
    sit close together;
 2. an entry is the weighted mean of its words' vectors (title words count
    ``TITLE_COUNT`` times); a logistic regression learned the primary theme of
-   the 2,674 hand-labelled entries of the dev sets and of held-out sets 1-14
-   (about 1,400 papers, most written up in Chinese and in English; held-out
-   sets 15-18 never);
+   the 3,106 hand-labelled entries of the dev sets and of held-out sets 1-18
+   (about 1,600 papers, most written up in Chinese and in English; held-out
+   sets 19-22 never);
 3. regression and embedding fold into one table: per word, what it adds to
    each theme's log-odds. At run time an entry's theme probabilities are the
    softmax of the bias plus the mean of its words' rows: no embedding model,
