@@ -1,6 +1,6 @@
 """How far apart two people labelling the same weeks are: the ceiling for the grouping's score.
 
-usage: python bench/label_agreement.py [SET ...]   (default: heldout3 .. heldout6, heldout15 .. heldout22)
+usage: python bench/label_agreement.py [SET ...]   (default: heldout3 .. heldout6, heldout15 .. heldout24)
 
 Each set under tests/fixtures/ was labelled twice, independently: ``labels.tsv`` by the session
 that wrote the entries, ``labels-second.tsv`` by another session that saw only the entries'
@@ -26,7 +26,7 @@ import themes_quality as tq  # noqa: E402
 from common import Row  # noqa: E402
 
 SETS = ("heldout3", "heldout4", "heldout5", "heldout6", "heldout15", "heldout16", "heldout17", "heldout18",
-        "heldout19", "heldout20", "heldout21", "heldout22")
+        "heldout19", "heldout20", "heldout21", "heldout22", "heldout23", "heldout24")
 Label = tuple[str, str, set[str]]  # title prefix, primary topic, all its topics
 
 
