@@ -15,7 +15,7 @@ by ``scripts/train_theme_model.py``:
    ``TITLE_COUNT`` times); a logistic regression learned the primary theme of
    the 3,106 hand-labelled entries of the dev sets and of held-out sets 1-18
    (about 1,600 papers, most written up in Chinese and in English; held-out
-   sets 19-22 never);
+   sets 19-24 never);
 3. regression and embedding fold into one table: per word, what it adds to
    each theme's log-odds. At run time an entry's theme probabilities are the
    softmax of the bias plus the mean of its words' rows: no embedding model,
