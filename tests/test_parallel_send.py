@@ -123,3 +123,37 @@ def test_three_send_processes_one_killed_midway_every_reader_once(
     # repeated with the same Message-ID
     assert len(twice) <= 2 and all(len(ids[a]) == 1 for a in twice)
     assert max(copies.values()) <= 2
+
+
+@any_db
+def test_two_sends_starting_at_once_share_the_ledger_rows(fresh_db: FreshDB) -> None:
+    """Two `digestbot send` processes starting together both add the missing ledger rows.
+    Seen once in CI: on PostgreSQL the second INSERT waited for the first's rows, then failed
+    on the (digest, subscriber) key and the whole send process stopped with a database error.
+    Here the first transaction holds its new rows uncommitted while the second adds its own."""
+    import threading
+    from datetime import UTC, datetime
+
+    from bot.send import ledger as send_ledger
+
+    add_subscribers(fresh_db.factory, readers(5))
+    digest_id = make_digest(fresh_db.factory, WEEK)
+    now = datetime.now(UTC)
+    second: list[int | BaseException] = []
+
+    def add_rows() -> None:
+        try:
+            with fresh_db.factory() as session, session.begin():
+                second.append(send_ledger.create_pending_deliveries(session, digest_id, now))
+        except BaseException as exc:  # noqa: BLE001 (the failure is what is asserted)
+            second.append(exc)
+
+    with fresh_db.factory() as session, session.begin():
+        send_ledger.create_pending_deliveries(session, digest_id, now)
+        other = threading.Thread(target=add_rows)
+        other.start()
+        other.join(timeout=1.0)  # PostgreSQL: it waits on our uncommitted rows; SQLite: on the write lock
+    other.join(timeout=30)
+    assert not other.is_alive()
+    assert len(second) == 1 and not isinstance(second[0], BaseException), second
+    assert sorted(ledger(fresh_db.factory, digest_id).values()) == ["pending"] * 5

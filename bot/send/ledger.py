@@ -14,9 +14,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Integer, String, Table, func, insert, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import leases
@@ -40,11 +41,17 @@ _DELIVERIES = cast(Table, Delivery.__table__)
 _SUBSCRIBERS = cast(Table, Subscriber.__table__)
 UNFINISHED = claims.UNFINISHED
 CLAIM_SIZE = 50  # rows a worker takes at a time: small, so several workers share the work
+# INSERTs that can skip rows already there (ON CONFLICT DO NOTHING), by dialect
+_UPSERT: dict[str, Callable[[Table], Any]] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 
 def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -> int:
     """One 'pending' row per confirmed subscriber who has none for this digest,
-    in a single INSERT ... SELECT; returns how many were added."""
+    in a single INSERT ... SELECT; returns how many were added.
+
+    Two sends starting together both find the rows missing: on PostgreSQL the
+    second INSERT waits for the first's rows, then hits the (digest, subscriber)
+    key. ON CONFLICT DO NOTHING lets it add nothing instead of failing the send."""
     has_row = (
         select(_DELIVERIES.c.id)
         .where(_DELIVERIES.c.digest_id == digest_id,
@@ -55,11 +62,14 @@ def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -
         literal(digest_id, Integer), _SUBSCRIBERS.c.id, literal("pending", String),
         literal(0, Integer), literal(now, UTCDateTime()),
     ).where(_SUBSCRIBERS.c.status == "confirmed", ~has_row)
-    result = session.execute(
-        insert(_DELIVERIES).from_select(
-            ["digest_id", "subscriber_id", "status", "attempts", "updated_at"], source)
-    )
-    return rowcount(result)
+    columns = ["digest_id", "subscriber_id", "status", "attempts", "updated_at"]
+    dialect = session.get_bind().dialect.name
+    if dialect in _UPSERT:
+        statement: Any = _UPSERT[dialect](_DELIVERIES).from_select(columns, source).on_conflict_do_nothing(
+            index_elements=["digest_id", "subscriber_id"])
+    else:
+        statement = insert(_DELIVERIES).from_select(columns, source)
+    return rowcount(session.execute(statement))
 
 
 def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
