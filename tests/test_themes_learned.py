@@ -149,7 +149,7 @@ def test_explain_shows_the_learned_points_and_words() -> None:
     assert any(line.strip().startswith("learned: +") for line in explanation_lines(why))
     # these items carry no sentence vector: the word model weighed alone
     assert explanation_json(why)["learned"] == {"points": why.learned_points, "words": list(why.learned_words),
-                                                "sentence": None}
+                                                "sentence": None, "neighbours": None}
     without = group_week(items, themes, model=False)
     assert all(w.learned_points == 0 for g in without.groups for w in g.explanations)
 

@@ -33,7 +33,9 @@ def explanation_json(why: Explanation) -> dict[str, Any]:
         "shared_terms": list(why.shared_terms),
         "feed_terms": {"points": why.feed_points, "terms": list(why.feed_terms)},
         "learned": {"points": why.learned_points, "words": list(why.learned_words),
-                    "sentence": why.learned_sentence},
+                    "sentence": why.learned_sentence,
+                    "neighbours": None if why.learned_votes is None
+                    else {"on_theme": why.learned_votes[0], "of": why.learned_votes[1]}},
         "scores": [_score_json(score) for score in why.top],
     }
 
@@ -59,8 +61,11 @@ def explanation_lines(why: Explanation, max_hits: int = 6) -> list[str]:
         lines.append(f"    feed terms: +{why.feed_points:g} for terms shared with this theme's clear entries"
                      f" ({', '.join(why.feed_terms) or 'none in particular'})")
     if why.learned_points:
-        sentence = ("" if why.learned_sentence is None
-                    else f" and the sentence model (probability {why.learned_sentence:g} for this theme)")
+        sentence = ""
+        if why.learned_sentence is not None:
+            votes = ("" if why.learned_votes is None else
+                     f"; {why.learned_votes[0]} of the {why.learned_votes[1]} nearest labelled entries are on it")
+            sentence = f" and the sentence model (probability {why.learned_sentence:g} for this theme{votes})"
         lines.append(f"    learned: +{why.learned_points:g} from the word model"
                      f" ({', '.join(why.learned_words) or 'no word in particular'}){sentence}")
     for score in why.top:

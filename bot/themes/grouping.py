@@ -405,11 +405,13 @@ def _explain(entry: _Entry, theme_key: str | None) -> Explanation:
     learned = entry.learned[index] if entry.learned and index is not None else 0.0
     words = entry.reading.words[index] if entry.reading and index is not None else ()
     sentence = entry.reading.sentence if entry.reading else None
+    votes = entry.reading.votes if entry.reading else None
     return Explanation(
         entry.item.key, entry.reason, theme_key, tuple(top), entry.shared_terms,
         feed_points=round(points, 2), feed_terms=entry.feed_terms if points else (),
         learned_points=round(learned, 2), learned_words=words if learned else (),
         learned_sentence=round(sentence[index], 2) if learned and sentence and index is not None else None,
+        learned_votes=(votes[index], sum(votes)) if learned and votes and index is not None else None,
     )
 
 

@@ -50,10 +50,12 @@ from importlib import resources
 from typing import Any
 
 from bot.themes.model import Item, ThemeSet
+from bot.themes.neighbours import Neighbours, shipped_neighbours
 from bot.themes.sentence import SentenceHead, shipped_head
 
 MODEL_RESOURCE = "learned_themes.json.gz"
 SENTENCE_SHARE = 0.5  # the sentence model's share of the mixed probability, where an entry has a vector
+NEIGHBOUR_SHARE = 0.5  # the neighbours' vote's share of the sentence model (the head has the rest)
 TITLE_COUNT = 3  # a title word counts as this many summary words (a title states the subject)
 
 _WORD_RE = re.compile(r"[a-z][a-z0-9\-\.]*[a-z0-9]|[a-z]")
@@ -89,6 +91,8 @@ class Reading:
     words: tuple[tuple[str, ...], ...]
     # the sentence model's share: its probability per theme, None when the entry has no vector
     sentence: tuple[float, ...] | None = None
+    # how many of the nearest labelled entries have each theme as their primary (None: no vote)
+    votes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,7 @@ class LearnedModel:
 
     word: WordModel
     head: SentenceHead | None = None
+    neighbours: Neighbours | None = None
 
     @property
     def theme_keys(self) -> tuple[str, ...]:
@@ -234,9 +239,15 @@ class LearnedModel:
             return reading
         by_key = self.head.probabilities(item.vector)
         sentence = tuple(by_key.get(theme.key, 0.0) for theme in themes.themes)
+        votes = None
+        if self.neighbours is not None and len(item.vector) == self.neighbours.dimensions:
+            counted = self.neighbours.votes(item.vector)
+            votes = tuple(counted.get(theme.key, 0) for theme in themes.themes)
+            share = NEIGHBOUR_SHARE / self.neighbours.k
+            sentence = tuple((1 - NEIGHBOUR_SHARE) * p + share * n for p, n in zip(sentence, votes, strict=True))
         mixed = tuple((1 - SENTENCE_SHARE) * word + SENTENCE_SHARE * whole
                       for word, whole in zip(reading.probabilities, sentence, strict=True))
-        return Reading(mixed, reading.words, sentence)
+        return Reading(mixed, reading.words, sentence, votes)
 
 
 def model_for(
@@ -247,7 +258,7 @@ def model_for(
     (``False``/``None``); none when it does not know ``themes``' themes."""
     if model is True:
         word = shipped_model()
-        chosen = LearnedModel(word, shipped_head()) if word is not None else None
+        chosen = LearnedModel(word, shipped_head(), shipped_neighbours()) if word is not None else None
     elif isinstance(model, WordModel):
         chosen = LearnedModel(model)
     else:

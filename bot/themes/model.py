@@ -128,6 +128,8 @@ class Explanation:
     learned_points: float = 0.0  # points its theme got from the learned word model (bot.themes.learned)
     learned_words: tuple[str, ...] = ()  # ... and the words that weighed most for that theme
     learned_sentence: float | None = None  # the sentence model's probability for that theme (None: no vector)
+    # of the nearest labelled entries (bot.themes.neighbours), how many are on that theme, and how many voted
+    learned_votes: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
