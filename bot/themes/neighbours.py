@@ -65,8 +65,11 @@ class Neighbours:
         query = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         similarity = self.vectors @ (query / norm if norm else query)
-        # stable: equal similarities keep file order, so the vote is deterministic
-        nearest = np.argsort(-similarity, kind="stable")[: self.k]
+        # the k-th highest similarity, then every row that reaches it, in file order: equal
+        # similarities are broken by position, so the vote is deterministic (and no full sort)
+        floor = np.partition(similarity, len(similarity) - self.k)[len(similarity) - self.k]
+        candidates = np.flatnonzero(similarity >= floor)
+        nearest = candidates[np.argsort(-similarity[candidates], kind="stable")][: self.k]
         return Counter(self.theme_keys[int(self.labels[i])] for i in nearest)
 
     def probabilities(self, vector: Sequence[float]) -> dict[str, float]:
