@@ -72,11 +72,6 @@ class Neighbours:
         nearest = candidates[np.argsort(-similarity[candidates], kind="stable")][: self.k]
         return Counter(self.theme_keys[int(self.labels[i])] for i in nearest)
 
-    def probabilities(self, vector: Sequence[float]) -> dict[str, float]:
-        """Each theme's share of the vote (themes nobody voted for: 0)."""
-        votes = self.votes(vector)
-        return {key: votes.get(key, 0) / self.k for key in self.theme_keys}
-
 
 def quantise(vectors: npt.NDArray[np.floating]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
     """Rows as int8 with one scale each: a quarter of the bytes, cosine similarity within 0.001."""
