@@ -13,9 +13,9 @@ by ``scripts/train_theme_model.py``:
    sit close together;
 2. an entry is the weighted mean of its words' vectors (title words count
    ``TITLE_COUNT`` times); a logistic regression learned the primary theme of
-   the 3,754 hand-labelled entries of the dev sets and of held-out sets 1-24
-   (nearly 2,000 papers, most written up in Chinese and in English; held-out
-   sets 25 and up never);
+   the 4,402 hand-labelled entries of the dev sets and of held-out sets 1-30
+   (over 2,300 papers, most written up in Chinese and in English; held-out
+   sets 31 and up never);
 3. regression and embedding fold into one table: per word, what it adds to
    each theme's log-odds. At run time an entry's theme probabilities are the
    softmax of the bias plus the mean of its words' rows: no embedding model,
