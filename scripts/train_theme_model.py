@@ -62,6 +62,7 @@ from bot.themes.learned import (  # noqa: E402
     model_words,
 )
 from bot.themes.neighbours import NEIGHBOURS_RESOURCE, neighbours_from_npz, neighbours_to_npz  # noqa: E402
+from bot.themes.scoring import best_theme  # noqa: E402
 from bot.themes.sentence import HEAD_RESOURCE, SentenceHead, head_to_json  # noqa: E402
 
 # The labelled sets it learns from, by source (a source's Chinese and English
@@ -258,12 +259,7 @@ def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache
 def _primary_right(model: LearnedModel, rows: list[tuple[str, Item, str]], themes: Any) -> int:
     """How many of ``rows`` the models, trained without them, give their labelled primary theme
     as the most probable one: the ceiling the keywords and the grouping then work under."""
-    keys = [theme.key for theme in themes.themes]
-    right = 0
-    for _, item, key in rows:
-        probabilities = model.read(item, themes).probabilities
-        right += keys[max(range(len(keys)), key=lambda i: probabilities[i])] == key
-    return right
+    return sum(themes.themes[best_theme(model.read(item, themes).probabilities)].key == key for _, item, key in rows)
 
 
 def _at_weight(weight: float, name: str, themes: Any, model: LearnedModel) -> float:
