@@ -3,15 +3,11 @@
 from alembic import context
 from sqlalchemy import create_engine
 
+from bot.db import include_in_comparison
 from bot.models import Base
 
 config = context.config
 target_metadata = Base.metadata
-
-
-def include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no-untyped-def]
-    # APScheduler keeps its job store in the same database; it owns that table.
-    return not (type_ == "table" and name == "apscheduler_jobs")
 
 
 def run_migrations() -> None:
@@ -32,7 +28,7 @@ def run_migrations() -> None:
                     target_metadata=target_metadata,
                     compare_type=True,
                     render_as_batch=sqlite,
-                    include_object=include_object,
+                    include_object=include_in_comparison,
                 )
                 context.run_migrations()
                 if sqlite:

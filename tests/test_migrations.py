@@ -16,6 +16,9 @@ from bot.cli import cli
 from bot.errors import DatabaseError
 from bot.models import Base
 
+# as migrations/env.py compares: column types too, and not APScheduler's job store table
+COMPARE = {"compare_type": True, "include_object": db.include_in_comparison}
+
 
 @any_db
 def test_migrations_from_nothing_give_the_models_schema(db_url):
@@ -24,7 +27,7 @@ def test_migrations_from_nothing_give_the_models_schema(db_url):
         assert db.upgrade(engine) == (None, db.head_revision(engine))
         assert set(Base.metadata.tables) <= set(inspect(engine).get_table_names())
         with engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            context = MigrationContext.configure(conn, opts=COMPARE)
             assert compare_metadata(context, Base.metadata) == []
     finally:
         engine.dispose()
@@ -40,7 +43,7 @@ def test_migrations_create_every_table(fresh_db):
 @any_db
 def test_models_match_migrations(fresh_db):
     with fresh_db.engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        context = MigrationContext.configure(conn, opts=COMPARE)
         diff = compare_metadata(context, Base.metadata)
     assert diff == [], f"models and migrations differ: {diff}; run scripts/new_migration.py"
 
@@ -136,3 +139,26 @@ def test_upgrading_a_database_with_data_keeps_every_row(db_url):
         assert counts == dict.fromkeys(counts, 1)
     finally:
         engine.dispose()
+
+
+@any_db
+def test_the_job_store_finds_its_table_and_creates_nothing(fresh_db):
+    """Two `digestbot run` processes starting at once on a database where the service never
+    ran both created the job store's table; on PostgreSQL one of them then exited with
+    "duplicate key value violates unique constraint pg_type_typname_nsp_index". The
+    migrations create it, so starting the store runs no DDL at all."""
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from sqlalchemy import event
+
+    from bot.jobstore import JOBS_TABLE, make_jobstore
+
+    assert JOBS_TABLE in inspect(fresh_db.engine).get_table_names()
+    store = make_jobstore(str(fresh_db.engine.url.render_as_string(hide_password=False)))
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *args: statements.append(statement))
+    scheduler = BackgroundScheduler(jobstores={"default": store})
+    scheduler.start(paused=True)
+    scheduler.shutdown()
+    store.engine.dispose()
+    assert not [s for s in statements if s.lstrip().upper().startswith(("CREATE", "ALTER", "DROP"))], statements
