@@ -111,6 +111,8 @@ HELDOUT = FIXTURES / "heldout"
 # tests need not run the encoder over ~3,700 entries; `--refresh-vectors` fills it
 VECTORS = EVAL / "sentence_vectors.json.gz"
 VECTOR_SCALE = 1e-5  # stored as 16-bit integers of this step (the encoder's vectors are unit length)
+# ... and their latent terms (bot.embedding.encode_latent), packed as a database stores them
+LATENTS = EVAL / "latent_terms.json.gz"
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # the RL sets' label codes and the bundled themes file's keys
 THEME_OF_CODE = {
@@ -247,6 +249,7 @@ def feed_weeks(path: Path, vectors: bool = True) -> dict[str, list[Item]]:
     its sentence vector from ``VECTORS`` when ``vectors`` (as the digest stage
     attaches stored vectors)."""
     known = stored_vectors() if vectors else {}
+    latents = stored_latents() if vectors else {}
     weeks: dict[str, list[Item]] = {}
     for entry in feedparser.parse(str(path)).entries:
         stamp = entry.get("published_parsed") or entry.get("updated_parsed")
@@ -254,8 +257,9 @@ def feed_weeks(path: Path, vectors: bool = True) -> dict[str, list[Item]]:
         when = datetime(year_, month, day, hour, minute, second, tzinfo=UTC).astimezone(SHANGHAI)
         year, week, _ = when.isocalendar()
         title, summary = _plain(entry.title), _plain(entry.description)
+        key = vector_key(title, summary)
         item = Item(key=entry.get("id") or entry.link, title=title, summary=summary,
-                    vector=known.get(vector_key(title, summary)))
+                    vector=known.get(key), latent=latents.get(key))
         weeks.setdefault(f"{year}-W{week:02d}", []).append(item)
     return dict(sorted(weeks.items()))
 
@@ -286,9 +290,28 @@ def stored_vectors() -> dict[str, tuple[float, ...]]:
     return _stored
 
 
+_latents: dict[str, embedding.Latent] | None = None
+
+
+def stored_latents() -> dict[str, embedding.Latent]:
+    """``LATENTS`` as {key: latent terms}, read once (empty when the file is absent)."""
+    global _latents
+    if _latents is None:
+        _latents = {}
+        if LATENTS.exists():
+            data = json.loads(gzip.decompress(LATENTS.read_bytes()))
+            if data["encoder"] != embedding.ENCODER or data["top"] != embedding.LATENT_TOP:
+                raise SystemExit(f"{LATENTS} holds the top {data['top']} latent terms of {data['encoder']}, not"
+                                 f" the top {embedding.LATENT_TOP} of {embedding.ENCODER}:"
+                                 " run `python bench/themes_quality.py --refresh-vectors`")
+            _latents = {key: embedding.unpack_latent(base64.b64decode(packed))
+                        for key, packed in data["latents"].items()}
+    return _latents
+
+
 def missing_vectors() -> list[tuple[str, str]]:
-    """(title, summary) of every evaluation entry with no vector in ``VECTORS``."""
-    known = stored_vectors()
+    """(title, summary) of every evaluation entry with no vector in ``VECTORS`` or no latent terms in ``LATENTS``."""
+    known = stored_vectors().keys() & stored_latents().keys()
     missing = {}
     for eval_set in SETS.values():
         for items in feed_weeks(eval_set.feed, vectors=False).values():
@@ -302,10 +325,12 @@ def missing_vectors() -> list[tuple[str, str]]:
 def refresh_vectors() -> int:
     """Encode every evaluation entry missing from ``VECTORS`` and write the file; how many were new."""
     missing = missing_vectors()
-    known = stored_vectors()
+    known, latents = stored_vectors(), stored_latents()
     texts = [embedding.passage_text(title, summary) for title, summary in missing]
-    for (title, summary), vector in zip(missing, embedding.encode(texts), strict=True):
+    for (title, summary), vector, latent in zip(missing, embedding.encode(texts), embedding.encode_latent(texts),
+                                                strict=True):
         known[vector_key(title, summary)] = vector
+        latents[vector_key(title, summary)] = latent
     packed = {}
     for key in sorted(known):
         values = array("h", (max(-32767, min(32767, round(v / VECTOR_SCALE))) for v in known[key]))
@@ -315,7 +340,16 @@ def refresh_vectors() -> int:
     data = json.dumps({"encoder": embedding.ENCODER, "scale": VECTOR_SCALE, "vectors": packed},
                       separators=(",", ":")).encode("utf-8")
     VECTORS.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    write_latents(latents)
     return len(missing)
+
+
+def write_latents(latents: dict[str, embedding.Latent]) -> None:
+    """Write ``LATENTS`` (sorted keys, no time stamp: the same terms give the same bytes)."""
+    packed = {key: base64.b64encode(embedding.pack_latent(latents[key])).decode("ascii") for key in sorted(latents)}
+    data = json.dumps({"encoder": embedding.ENCODER, "top": embedding.LATENT_TOP, "latents": packed},
+                      separators=(",", ":")).encode("utf-8")
+    LATENTS.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
 
 
 def week_json(week: str, groups: Sequence[Group], items: Sequence[Item]) -> dict[str, Any]:

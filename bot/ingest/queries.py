@@ -295,9 +295,9 @@ def count_entries(session: Session) -> int:
 
 
 def entries_without_vector(session: Session, encoder: str) -> list[tuple[int, str, str]]:
-    """(id, title, summary text) of every entry with no sentence vector from
-    ``encoder``, newest first: the weeks still to be mailed come first."""
-    has_vector = select(EntryVector.entry_id).where(EntryVector.encoder == encoder)
+    """(id, title, summary text) of every entry with no sentence vector and latent terms
+    from ``encoder``, newest first: the weeks still to be mailed come first."""
+    has_vector = select(EntryVector.entry_id).where(EntryVector.encoder == encoder, EntryVector.latent.is_not(None))
     rows = session.execute(
         select(Entry.id, Entry.title, Entry.summary_text)
         .where(Entry.id.not_in(has_vector))
@@ -306,15 +306,16 @@ def entries_without_vector(session: Session, encoder: str) -> list[tuple[int, st
     return [(row.id, row.title, row.summary_text or "") for row in rows]
 
 
-def save_vectors(session: Session, vectors: dict[int, bytes], encoder: str, now: datetime) -> int:
-    """Store sentence vectors by entry id, replacing older ones; entries deleted
-    meanwhile (a feed removed during the reading) are skipped. How many were stored."""
+def save_vectors(session: Session, vectors: dict[int, tuple[bytes, bytes]], encoder: str, now: datetime) -> int:
+    """Store (sentence vector, latent terms) by entry id, replacing older ones; entries
+    deleted meanwhile (a feed removed during the reading) are skipped. How many were stored."""
     alive = set(session.scalars(select(Entry.id).where(Entry.id.in_(list(vectors)))))
     if not alive:
         return 0
     session.execute(delete(EntryVector).where(EntryVector.entry_id.in_(alive)))
     session.execute(insert(EntryVector), [
-        {"entry_id": entry_id, "encoder": encoder, "vector": vectors[entry_id], "created_at": now}
+        {"entry_id": entry_id, "encoder": encoder, "vector": vectors[entry_id][0], "latent": vectors[entry_id][1],
+         "created_at": now}
         for entry_id in sorted(alive)
     ])
     return len(alive)

@@ -2,7 +2,8 @@
 
 The grouping's learned model mixes a sentence model with its word model
 (``bot.themes.learned``); the encoder is too slow to run on every preview
-(~0.3 s an entry), so each entry is read once here and its vector stored.
+(~0.3 s an entry for the vector, ~0.4 s more for its latent terms), so each
+entry is read once here and its vector and latent terms stored.
 Batches are committed as they are done: a crash or a stop loses at most one
 batch, and the next poll picks up the entries still without a vector (newest
 first). Entries are never at risk: a vector is an extra, and an entry without
@@ -70,14 +71,17 @@ def embed_new_entries(
         if stop is not None and stop.is_set():
             break
         batch = todo[start:start + embedding.BATCH]
+        texts = [embedding.passage_text(title, summary) for _, title, summary in batch]
         try:
-            vectors = embedding.encode([embedding.passage_text(title, summary) for _, title, summary in batch])
+            vectors = embedding.encode(texts)
+            latents = embedding.encode_latent(texts)
         except Exception as exc:  # the encoder is a C library: say what failed, keep what was read
             log.exception("embedding entries for the themes failed")
             return EmbedResult("error", done, len(todo) - done, f"{type(exc).__name__}: {exc}")
         with transaction(factory) as session:
-            queries.save_vectors(session, {entry_id: embedding.pack(vector)
-                                           for (entry_id, _, _), vector in zip(batch, vectors, strict=True)},
+            queries.save_vectors(session, {entry_id: (embedding.pack(vector), embedding.pack_latent(latent))
+                                           for (entry_id, _, _), vector, latent
+                                           in zip(batch, vectors, latents, strict=True)},
                                  embedding.ENCODER, datetime.now(UTC))
         done += len(batch)
         if on_progress:

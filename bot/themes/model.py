@@ -92,6 +92,8 @@ class Item:
     papers: tuple[str, ...] = ()
     # the entry's sentence vector (bot.embedding), stored when it was polled; None without one
     vector: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
+    # its latent terms (bot.embedding.encode_latent), stored with the vector; None without them
+    latent: tuple[tuple[int, float], ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
