@@ -91,7 +91,7 @@ def run() -> list[Row]:
 
 
 def _embedding_rows() -> list[Row]:
-    """What the sentence vectors cost: paid once per entry, after the poll that stored it."""
+    """What the sentence vectors and latent terms cost: paid once per entry, after the poll that stored it."""
     from themes_quality import feed_weeks
 
     from bot import embedding
@@ -106,10 +106,15 @@ def _embedding_rows() -> list[Row]:
     start = time.perf_counter()
     embedding.encode(texts)
     each = (time.perf_counter() - start) / len(texts)
+    start = time.perf_counter()
+    embedding.encode_latent(texts)
+    latent = (time.perf_counter() - start) / len(texts)
     return [
         Row("group", "sentence encoder: loading the model", f"{loaded * 1000:.0f} ms", "", True),
         Row("group", f"sentence vectors after a poll: per entry ({len(texts)} entries of the bundled feed)",
             f"{each * 1000:.0f} ms", "", True),
+        Row("group", f"latent terms after a poll: per entry ({len(texts)} entries of the bundled feed)",
+            f"{latent * 1000:.0f} ms", "", True),
     ]
 
 
