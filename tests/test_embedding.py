@@ -24,6 +24,7 @@ from bot.cli import cli  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.db import transaction  # noqa: E402
 from bot.digest import build_digest  # noqa: E402
+from bot.digest import queries as digest_queries  # noqa: E402
 from bot.digest.week import parse_week  # noqa: E402
 from bot.ingest import vectors  # noqa: E402
 from bot.models import Entry, EntryVector  # noqa: E402
@@ -206,11 +207,16 @@ def test_a_vector_stored_without_latent_terms_is_read_again(fresh_db, make_setti
         assert old is not None
         old.latent = None
         old_id = old.entry_id
+    with fresh_db.factory() as session:
+        ids = list(session.scalars(select(Entry.id)))
+        # `digestbot status` counts it as not yet embedded
+        assert digest_queries.count_entry_vectors(session, ids, embedding.ENCODER) == 2
     result = vectors.embed_new_entries(settings, fresh_db.factory)
     assert (result.embedded, vector_count(fresh_db)) == (1, 3)
     with fresh_db.factory() as session:
         filled = session.get(EntryVector, old_id)
         assert filled is not None and filled.latent and embedding.unpack_latent(filled.latent)
+        assert digest_queries.count_entry_vectors(session, ids, embedding.ENCODER) == 3
 
 
 def test_embedding_can_be_turned_off(fresh_db, make_settings, tmp_path) -> None:
