@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Boolean,
+    ColumnElement,
     DateTime,
     ForeignKey,
     Integer,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    and_,
     false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -180,6 +182,12 @@ class EntryVector(Base):
     vector: Mapped[bytes] = mapped_column(LargeBinary)
     latent: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    @classmethod
+    def complete(cls, encoder: str) -> ColumnElement[bool]:
+        """Rows holding all the poll reads with ``encoder``: the vector and its latent terms
+        (the poll reads an entry again until it has such a row; status counts only these)."""
+        return and_(cls.encoder == encoder, cls.latent.is_not(None))
 
 
 class Digest(Base):

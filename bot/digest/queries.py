@@ -219,8 +219,7 @@ def count_entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str
     """How many of the given entries have a sentence vector and latent terms from ``encoder``
     (all the poll reads; a row stored before the latent terms is read again by the next poll)."""
     return sum(session.scalar(select(func.count()).select_from(EntryVector).where(
-        EntryVector.entry_id.in_(chunk), EntryVector.encoder == encoder, EntryVector.latent.is_not(None))) or 0
-        for chunk in _chunks(entry_ids))
+        EntryVector.entry_id.in_(chunk), EntryVector.complete(encoder))) or 0 for chunk in _chunks(entry_ids))
 
 
 def _chunks(ids: Sequence[int], size: int = 500) -> Iterable[list[int]]:

@@ -297,7 +297,7 @@ def count_entries(session: Session) -> int:
 def entries_without_vector(session: Session, encoder: str) -> list[tuple[int, str, str]]:
     """(id, title, summary text) of every entry with no sentence vector and latent terms
     from ``encoder``, newest first: the weeks still to be mailed come first."""
-    has_vector = select(EntryVector.entry_id).where(EntryVector.encoder == encoder, EntryVector.latent.is_not(None))
+    has_vector = select(EntryVector.entry_id).where(EntryVector.complete(encoder))
     rows = session.execute(
         select(Entry.id, Entry.title, Entry.summary_text)
         .where(Entry.id.not_in(has_vector))

@@ -18,17 +18,17 @@ time, deterministic for stored terms.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import math
-import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+from bot.themes import packing
 
 LATENT_RESOURCE = "latent_head.json.gz"
 
@@ -70,22 +70,18 @@ class LatentHead:
 def head_from_rows(encoder: str, theme_keys: Sequence[str], bias: Sequence[float],
                    rows: Sequence[Sequence[float]], source: str = "", scale: float = 0.001) -> LatentHead:
     """A head from one row of floats per latent term (rounded to ``scale``)."""
-    values = array("h", (max(-32767, min(32767, round(v / scale))) for row in rows for v in row))
-    return LatentHead(encoder, tuple(theme_keys), tuple(float(b) for b in bias), len(rows), values, scale, source)
+    return LatentHead(encoder, tuple(theme_keys), tuple(float(b) for b in bias), len(rows),
+                      packing.quantise((v for row in rows for v in row), scale), scale, source)
 
 
 def head_from_json(data: dict[str, Any]) -> LatentHead:
     """Build a head from its JSON form (the weights as base64 of little-endian int16)."""
-    values = array("h")
-    values.frombytes(base64.b64decode(data["values"]))
-    if sys.byteorder != "little":
-        values.byteswap()
     return LatentHead(
         encoder=str(data["encoder"]),
         theme_keys=tuple(str(key) for key in data["themes"]),
         bias=tuple(float(value) for value in data["bias"]),
         features=int(data["features"]),
-        values=values,
+        values=packing.from_base64(data["values"]),
         scale=float(data["scale"]),
         source=str(data.get("source", "")),
     )
@@ -93,9 +89,6 @@ def head_from_json(data: dict[str, Any]) -> LatentHead:
 
 def head_to_json(head: LatentHead) -> dict[str, Any]:
     """The JSON form of ``head``."""
-    values = array("h", head.values)
-    if sys.byteorder != "little":
-        values.byteswap()
     return {
         "encoder": head.encoder,
         "themes": list(head.theme_keys),
@@ -103,7 +96,7 @@ def head_to_json(head: LatentHead) -> dict[str, Any]:
         "bias": [round(value, 5) for value in head.bias],
         "features": head.features,
         "scale": head.scale,
-        "values": base64.b64encode(values.tobytes()).decode("ascii"),
+        "values": packing.to_base64(head.values),
     }
 
 

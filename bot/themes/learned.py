@@ -35,12 +35,10 @@ by word, and the vote of the labelled entries nearest to it
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import math
 import re
-import sys
 import unicodedata
 from array import array
 from collections import Counter
@@ -50,6 +48,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from bot.themes import packing
 from bot.themes.latent import LatentHead, shipped_latent_head
 from bot.themes.model import Item, ThemeSet
 from bot.themes.neighbours import Neighbours, shipped_neighbours
@@ -130,7 +129,7 @@ class WordModel:
         if len(bias) != len(theme_keys) or any(len(row) != len(theme_keys) for row in rows.values()):
             raise ValueError("theme model: every row needs one value per theme")
         words = sorted(rows)
-        values = array("h", (max(-32767, min(32767, round(v / scale))) for w in words for v in rows[w]))
+        values = packing.quantise((v for w in words for v in rows[w]), scale)
         return cls(tuple(theme_keys), tuple(bias), {w: i for i, w in enumerate(words)}, values, scale, source)
 
     def row(self, word: str) -> tuple[float, ...]:
@@ -183,10 +182,7 @@ def model_from_json(data: dict[str, Any]) -> WordModel:
     """Build a model from its JSON form (the rows as base64 of little-endian int16)."""
     keys = tuple(str(key) for key in data["themes"])
     words = [str(word) for word in data["words"]]
-    values = array("h")
-    values.frombytes(base64.b64decode(data["values"]))
-    if sys.byteorder != "little":
-        values.byteswap()
+    values = packing.from_base64(data["values"])
     bias = tuple(float(value) for value in data["bias"])
     if len(bias) != len(keys) or len(values) != len(words) * len(keys):
         raise ValueError("theme model: every row needs one value per theme")
@@ -196,16 +192,13 @@ def model_from_json(data: dict[str, Any]) -> WordModel:
 
 def model_to_json(model: WordModel) -> dict[str, Any]:
     """The JSON form of ``model``."""
-    values = array("h", model.values)
-    if sys.byteorder != "little":
-        values.byteswap()
     return {
         "themes": list(model.theme_keys),
         "bias": [round(value, 4) for value in model.bias],
         "scale": model.scale,
         "source": model.source,
         "words": sorted(model.index, key=model.index.__getitem__),
-        "values": base64.b64encode(values.tobytes()).decode("ascii"),
+        "values": packing.to_base64(model.values),
     }
 
 
