@@ -27,7 +27,8 @@ from common import Row  # noqa: E402
 
 SETS = ("heldout3", "heldout4", "heldout5", "heldout6", "heldout15", "heldout16", "heldout17", "heldout18",
         "heldout19", "heldout20", "heldout21", "heldout22", "heldout23", "heldout24", "heldout25", "heldout26",
-        "heldout27", "heldout28", "heldout29", "heldout30", "heldout31", "heldout32", "heldout33", "heldout34")
+        "heldout27", "heldout28", "heldout29", "heldout30", "heldout31", "heldout32", "heldout33", "heldout34",
+        "heldout35", "heldout36", "heldout37", "heldout38")
 Label = tuple[str, str, set[str]]  # title prefix, primary topic, all its topics
 
 
