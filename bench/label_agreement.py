@@ -1,6 +1,6 @@
 """How far apart two people labelling the same weeks are: the ceiling for the grouping's score.
 
-usage: python bench/label_agreement.py [SET ...]   (default: heldout3 .. heldout6, heldout15 .. heldout24)
+usage: python bench/label_agreement.py [SET ...]   (default: heldout3 .. heldout6, heldout15 .. heldout38)
 
 Each set under tests/fixtures/ was labelled twice, independently: ``labels.tsv`` by the session
 that wrote the entries, ``labels-second.tsv`` by another session that saw only the entries'
@@ -25,10 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import themes_quality as tq  # noqa: E402
 from common import Row  # noqa: E402
 
-SETS = ("heldout3", "heldout4", "heldout5", "heldout6", "heldout15", "heldout16", "heldout17", "heldout18",
-        "heldout19", "heldout20", "heldout21", "heldout22", "heldout23", "heldout24", "heldout25", "heldout26",
-        "heldout27", "heldout28", "heldout29", "heldout30", "heldout31", "heldout32", "heldout33", "heldout34",
-        "heldout35", "heldout36", "heldout37", "heldout38")
+# the held-out sets labelled twice (held-out 7-14 were labelled once)
+SETS = tuple(f"heldout{n}" for n in (*range(3, 7), *range(15, 39)))
 Label = tuple[str, str, set[str]]  # title prefix, primary topic, all its topics
 
 
