@@ -36,6 +36,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr
+    # a data folder that is not a listed package ships today with a warning, and not in a later setuptools
+    assert "is absent from the `packages` configuration" not in build.stderr, build.stderr
     [wheel] = wheels.glob("digestbot-*.whl")
     target = tmp / "site"
     install = subprocess.run(
@@ -63,6 +65,7 @@ def test_wheel_ships_everything_it_needs(installed):
     assert any(p.startswith("templates/web/") and p.endswith(".html") for p in shipped)
     assert any(p.startswith("templates/mail/") for p in shipped)
     assert {"locales/zh/LC_MESSAGES/messages.po", "locales/en/LC_MESSAGES/messages.po"} <= shipped
+    assert {"web/admin/static/admin.css", "web/admin/static/admin.js"} <= shipped
 
 
 def test_the_main_job_runs_from_a_plain_install(installed, tmp_path):
