@@ -54,7 +54,7 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
 
 def _embed(app: App) -> None:
     """Embed the entries that have no sentence vector yet, with a progress bar
-    (about 0.3 s an entry: the first poll of a long feed takes a while)."""
+    (about 0.6 s an entry, the vector and its latent terms: the first poll of a long feed takes a while)."""
     bar = LazyBar("embedding entries for the themes", transient=True)
     try:
         result = vectors.embed_new_entries(app.settings, app.factory, on_progress=bar.update)
