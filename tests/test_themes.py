@@ -33,6 +33,7 @@ from bot.themes import (
 )
 from bot.themes.explain import REASONS, explanation_json, explanation_lines
 from bot.themes.model import FIT_MARGIN
+from bot.themes.terms import Vocabulary
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = FIXTURES.parent.parent
@@ -532,6 +533,21 @@ def test_suggest_names_a_chinese_feed_in_chinese(weeks: dict[str, list[Item]]) -
     text = suggest_themes(items)
     assert tomllib.loads(text)["settings"]["language"] == "zh"
     assert len(parse_themes(text).themes) >= 3
+
+
+def test_possessives_are_their_word_and_contractions_name_nothing() -> None:
+    """Seen: the databases feed's suggested file had the keyword "amazon'" (from "Amazon's"),
+    which no entry spells, and a derived section could be named after it."""
+    vocab = Vocabulary()
+    found = vocab.tokens("Amazon's Aurora: the system's log isn't what O'Neil's users expect")
+    assert {"amazon", "amazon aurora", "system log", "o'neil"} <= set(found)
+    assert not [t for t in found if t.endswith("'") or "isn" in t]
+    assert vocab.surface("amazon") == "Amazon"
+    db = [item for week in _bench().feed_weeks(FIXTURES / "heldout" / "db-en.xml").values() for item in week]
+    suggested = parse_themes(suggest_themes(db), "suggested")
+    words = [w for t in suggested.themes for w in (t.name, *t.strong_keywords, *t.keywords)]
+    assert "amazon" in " ".join(words).casefold()
+    assert not [w for w in words if "'" in w], words
 
 
 def test_suggest_with_too_few_entries_still_writes_a_valid_file() -> None:

@@ -73,6 +73,21 @@ ZH_STOPWORDS = _words(
 )
 
 
+def _without_clitic(token: str) -> str:
+    """"Amazon's" is the term "Amazon"; "isn't" or "we'll" names nothing (an empty
+    token, dropped like a function word). Without this the stemmer made "amazon'"."""
+    head, apostrophe, tail = token.rpartition("'")
+    if not apostrophe or not head:
+        return token
+    tail = tail.casefold()
+    if tail == "s":
+        return head
+    return "" if tail in _CONTRACTIONS else token
+
+
+_CONTRACTIONS = frozenset({"t", "re", "ve", "ll", "d", "m"})
+
+
 def stem(word: str) -> str:
     """A light English stemmer: enough to merge plurals and -ing/-ed forms."""
     w = word.casefold()
@@ -148,9 +163,9 @@ class Vocabulary:
         out: list[str] = []
         previous: tuple[str, str] | None = None  # (stem, surface) of the last content word
         for match in _EN_TOKEN_RE.finditer(_CJK_RUN_RE.sub(" | ", plain)):
-            token = match.group(0)
+            token = _without_clitic(match.group(0))
             low = token.casefold()
-            if not token[0].isalpha() or low in EN_STOPWORDS or len(token) < 2 or (len(token) < 3 and token.islower()):
+            if len(token) < 2 or not token[0].isalpha() or low in EN_STOPWORDS or (len(token) < 3 and token.islower()):
                 previous = None
                 continue
             key = stem(token)
