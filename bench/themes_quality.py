@@ -69,6 +69,10 @@ Sets (feeds and labels under tests/fixtures/):
               measured once with stop 27's final code
   db          44 database-systems papers, own topic codes: default (RL) themes, i.e. themes that do not fit
   db-suggest  the same, with a themes file written by `digestbot themes suggest` from the feed itself
+  vision-en, security-en, bio-en, systems-zh (and each -suggest)  other fields, 46-48 papers each over
+              2026-W45..W48, own codes, written and labelled by four helper sessions on 2026-12-01
+              (tests/fixtures/fields/); vision-en and security-en are dev sets (their output was read),
+              bio-en and systems-zh held out (measured before and after stop 28's one change)
 
 For each set it prints pairwise precision / recall / F1 (tests/fixtures/eval/score_grouping.py)
 and the share of entries in the catch-all, next to "one section per week" as a floor.
@@ -110,6 +114,8 @@ from bot.themes import Group, Item, ThemeSet, group_items, load_themes  # noqa: 
 FIXTURES = ROOT / "tests" / "fixtures"
 EVAL = FIXTURES / "eval"
 HELDOUT = FIXTURES / "heldout"
+FIELDS = FIXTURES / "fields"  # other fields, each feed with its own codes (tests/fixtures/fields/*/README.md)
+OTHER_FIELDS = ("vision-en", "security-en", "bio-en", "systems-zh")
 # every evaluation entry's sentence vector (bot.embedding), so the bench and the
 # tests need not run the encoder over ~3,700 entries; `--refresh-vectors` fills it
 VECTORS = EVAL / "sentence_vectors.json.gz"
@@ -135,6 +141,14 @@ class EvalSet:
     labels: Path
     weeks: tuple[str, ...] | None = None  # None: every week of the feed
     suggest: bool = False  # group with a themes file suggested from the feed itself
+
+
+def _field(name: str) -> dict[str, EvalSet]:
+    """Another field's feed, grouped as the digest would (the default themes do not fit it) and with
+    a themes file suggested from the feed itself."""
+    feed, labels = FIELDS / name / f"{name}.xml", FIELDS / name / f"{name}_labels.tsv"
+    suggested = f"{name}-suggest"
+    return {name: EvalSet(name, feed, labels), suggested: EvalSet(suggested, feed, labels, suggest=True)}
 
 
 def _pair(folder: Path, chinese: str, english: str) -> dict[str, EvalSet]:
@@ -174,6 +188,7 @@ SETS: dict[str, EvalSet] = {
        for name, eval_set in _pair(FIXTURES / f"heldout{n}", f"heldout{n}-zh", f"heldout{n}-en").items()},
     "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
     "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
+    **{name: eval_set for field in OTHER_FIELDS for name, eval_set in _field(field).items()},
 }
 
 

@@ -423,6 +423,32 @@ def test_themes_that_do_not_fit_the_week_give_way_to_shared_terms(
     assert gc and len(gc[0].keys) >= 2
 
 
+def test_whether_the_themes_fit_is_judged_on_the_feed_not_on_one_week(themes: ThemeSet) -> None:
+    """Seen: the security feed's last two weeks "fit" the RL themes on their own (generic security
+    words: 8 of 12 entries in one RL section) while its first two were grouped by shared terms;
+    and an RL week with few keyword hits (held-out 21's English, 38 %) lost its themes. With the
+    feed's latest entries beside the week, each feed is grouped one way."""
+    bench = _bench()
+    security = bench.feed_weeks(FIXTURES / "fields" / "security-en" / "security-en.xml")
+    labels = sorted(security)
+    for index, label in enumerate(labels):
+        week = security[label]
+        history = [item for earlier in labels[:index] for item in security[earlier]]
+        grouping = group_week(week, themes, history=history)
+        assert not any(g.kind == "theme" for g in grouping.groups) or not history, label
+        if history:
+            assert not grouping.fit.fits and grouping.fit.entries > len(week)
+    alone = [theme_fit(security[label], themes) for label in labels]
+    assert any(fit.fits for fit in alone)  # the reproduction: a week alone would have fit
+    rl = bench.feed_weeks(FIXTURES / "heldout21" / "rl-en.xml")
+    labels = sorted(rl)
+    quiet = next(i for i, label in enumerate(labels) if not theme_fit(rl[label], themes).fits)
+    history = [item for earlier in labels[:quiet] for item in rl[earlier]]
+    assert history, "the quiet week has weeks before it"
+    grouping = group_week(rl[labels[quiet]], themes, history=history)
+    assert grouping.fit.fits and any(g.kind == "theme" for g in grouping.groups)
+
+
 def test_fit_counts_entries_that_clearly_fit(themes: ThemeSet, weeks, pl_weeks) -> None:
     rl = theme_fit([i for w in weeks.values() for i in w], themes)
     pl = theme_fit([i for w in pl_weeks.values() for i in w], themes)

@@ -62,6 +62,7 @@ WEAK_RATIO = 0.5  # share of min_score with which an entry joins a theme already
 LEARNED_WEIGHT = 5.0
 MIXED_WEIGHT = 8.0
 LEARNED_SURE = 0.5  # from this probability the model's word counts as evidence without a keyword
+FIT_HISTORY_WEEKS = 3  # the fit is judged on the week and about this many weeks of the feed before it
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def group_week(
             raise ValueError(f"duplicate item key {first.key!r}: every item needs its own key")
     lex = lexicon(themes)
     entries = [_score(item, themes, lex) for item in ordered]
-    fit = Fit(len(entries), sum(_clear(e, themes) for e in entries), themes.min_fit)
+    fit = _feed_fit(entries, history, themes, lex)
     vocab = Vocabulary(_phrases(themes))
     if fit.fits:
         _learn(entries, themes, model_for(themes, model))
@@ -175,6 +176,21 @@ def group_week(
         sections, catch_all = _by_themes(entries, ordered, vocab, themes, history)
     sections, catch_all = _enforce_cap(sections, catch_all, themes)
     return Grouping(_render(sections, catch_all, themes), fit)
+
+
+def _feed_fit(entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, lex: Any) -> Fit:
+    """Whether the themes file fits the feed, judged on the week's entries and the feed's latest
+    ones before it (``FIT_HISTORY_WEEKS`` times as many as the week has).
+
+    Fit belongs to the feed, not to one week: a security feed whose week happens to use the RL
+    themes' security words would otherwise get RL sections that week and sections from shared
+    terms the next, and a quiet RL week with few keyword hits would lose its themes."""
+    own = {entry.item.key for entry in entries}
+    before = [item for item in history if item.key not in own]
+    recent = before[max(0, len(before) - FIT_HISTORY_WEEKS * len(entries)):]
+    matched = sum(_clear(entry, themes) for entry in entries)
+    matched += sum(_clear(_score(item, themes, lex), themes) for item in recent)
+    return Fit(len(entries) + len(recent), matched, themes.min_fit)
 
 
 def _learn(entries: list[_Entry], themes: ThemeSet, model: LearnedModel | None) -> None:
