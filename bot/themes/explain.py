@@ -19,7 +19,7 @@ REASONS = {
                 " over its keywords' choice"),
     "weak_theme": "below min_score, but its keywords lean plainly to a theme with a section this week",
     "shared_terms": "shares distinctive terms with the other entries of this section",
-    "themes_do_not_fit": "the themes file fits too few entries this week: grouped by shared terms",
+    "themes_do_not_fit": "the themes file fits too few of the feed's recent entries: grouped by shared terms",
     "no_theme": "no theme reached min_score with a title keyword or two summary keywords",
     "over_cap": "its section was dissolved to stay within max_sections and no other theme fits",
 }

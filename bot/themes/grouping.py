@@ -4,11 +4,12 @@
    entry *fits* a theme when the score reaches ``min_score`` and the evidence
    is more than one word in passing: a keyword in the title, or two different
    keywords in the summary.
-2. **Check the fit.** If fewer than ``min_fit`` of the week's entries clearly
-   fit a theme (twice ``min_score``: another field's entries reach a bare
-   ``min_score`` on words in passing like "code" or "memory"), the themes file
-   was written for another feed: the whole week is grouped by shared terms
-   instead (step 5), and the result says so.
+2. **Check the fit.** If fewer than ``min_fit`` of the feed's recent entries
+   (the week's and about three weeks' worth before it) clearly fit a theme
+   (twice ``min_score``: another field's entries reach a bare ``min_score`` on
+   words in passing like "code" or "memory"), the themes file was written for
+   another feed: the whole week is grouped by shared terms instead (step 5),
+   and the result says so. Fit is the feed's, not one week's (``_feed_fit``).
 2a. **The learned model** (``bot.themes.learned``, for the themes it was
    trained on) reads every word of every entry, and its sentence vector where
    it has one, and adds points to the themes its keywords name, in proportion

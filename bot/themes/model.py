@@ -24,7 +24,7 @@ Reason = Literal[
     "learned",  # the learned model (words, and the sentence vector) leans to this theme over its keywords' choice
     "weak_theme",  # below min_score, but its keywords lean plainly to a theme with a section this week
     "shared_terms",  # a derived section: shares distinctive terms with the other members
-    "themes_do_not_fit",  # the week fits the themes file too poorly; grouped by shared terms
+    "themes_do_not_fit",  # the feed's recent entries fit the themes file too poorly; grouped by shared terms
     "no_theme",  # catch-all: no theme scored min_score and no derived section took it
     "over_cap",  # catch-all: its section was dissolved to stay within max_sections
 ]
