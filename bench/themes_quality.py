@@ -73,6 +73,8 @@ Sets (feeds and labels under tests/fixtures/):
               2026-W45..W48, own codes, written and labelled by four helper sessions on 2026-12-01
               (tests/fixtures/fields/); vision-en and security-en are dev sets (their output was read),
               bio-en and systems-zh held out (measured before and after stop 28's one change)
+  recsys-zh (and -suggest)  47 recommender-systems / retrieval papers in Chinese, the same weeks, by a fifth
+              session: a dev set for suggested themes of Chinese feeds
 
 For each set it prints pairwise precision / recall / F1 (tests/fixtures/eval/score_grouping.py)
 and the share of entries in the catch-all, next to "one section per week" as a floor.
@@ -115,7 +117,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 EVAL = FIXTURES / "eval"
 HELDOUT = FIXTURES / "heldout"
 FIELDS = FIXTURES / "fields"  # other fields, each feed with its own codes (tests/fixtures/fields/*/README.md)
-OTHER_FIELDS = ("vision-en", "security-en", "bio-en", "systems-zh")
+OTHER_FIELDS = ("vision-en", "security-en", "bio-en", "systems-zh", "recsys-zh")
 # every evaluation entry's sentence vector (bot.embedding), so the bench and the
 # tests need not run the encoder over ~3,700 entries; `--refresh-vectors` fills it
 VECTORS = EVAL / "sentence_vectors.json.gz"
