@@ -68,6 +68,11 @@ def test_wheel_ships_everything_it_needs(installed):
     catalogues = {p.relative_to(ROOT / "bot").as_posix() for p in (ROOT / "bot" / "locales").rglob("*.po")}
     assert {"locales/zh/LC_MESSAGES/messages.po", "locales/en/LC_MESSAGES/messages.po"} <= catalogues <= shipped
     assert {"web/admin/static/admin.css", "web/admin/static/admin.js"} <= shipped
+    # every data file in the tree (a new model or word table whose suffix pyproject.toml does not list fails here)
+    data = {p.relative_to(ROOT / "bot").as_posix() for p in (ROOT / "bot" / "data").iterdir()
+            if p.is_file() and p.suffix != ".py" and not p.name.startswith(".")}
+    assert "data/common_words.json.gz" in data
+    assert data <= shipped, data - shipped
 
 
 def test_the_main_job_runs_from_a_plain_install(installed, tmp_path):

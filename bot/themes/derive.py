@@ -7,23 +7,30 @@ ever compared, so the cost follows the number of shared terms, not the square
 of the entries. Ties break on the entries' keys, so the result never depends
 on input order.
 
-A cluster is named after the terms most of its members share (a two-word
-phrase before the words inside it): "concurrency control / MVCC",
-"环境 / 沙盒". Each member records the terms it shares, for ``--explain``.
+A cluster is named after two terms its members share, chosen for naming a
+topic: shared by many of them, in their titles, rare in the feed and in
+everyday language ("concurrency control / MVCC", "环境 / 沙盒"; not "models /
+added"). Each member records the terms it shares, for ``--explain``.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.themes.common_words import specificity
 from bot.themes.model import Item
 from bot.themes.terms import Vocabulary, Weighted, weigh
 
 CLUSTER_THRESHOLD = 0.2  # cosine of two clusters' centroids needed to merge them
+_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 NAME_TERMS = 2  # terms in a derived section's name
+COVERAGE_POWER = 3  # how much more a term all members share counts than one some share
+TITLE_WEIGHT = 2.0  # a term in every member's title counts 3 times, in half of them 2 times ...
+UNTITLED = 0.4  # ... and in none 0.4 times: titles state topics, summaries add verbs and generic words
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,7 @@ class Cluster:
     """A derived section: its members, its naming terms and what each member shares."""
 
     keys: tuple[str, ...]
-    terms: tuple[str, ...]  # surface forms, most shared first
+    terms: tuple[str, ...]  # surface forms, the best naming term first
     shared: Mapping[str, tuple[str, ...]]  # member key -> surface forms of the terms it shares
     latin_terms: tuple[str, ...] = ()  # the most shared terms in Latin script, for an English name
 
@@ -116,27 +123,36 @@ def cluster_items(
 
 
 def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Cluster:
-    """Name a cluster after the terms most of its members share."""
+    """Name a cluster after the terms that best say what its members share.
+
+    A term's weight is how many members share it (cubed: a term all four
+    entries share beats one two of them do), its IDF over the week and the
+    feed's history (a term the whole feed uses names no section), how often
+    it is in the members' titles (titles state topics; summaries add verbs),
+    and its specificity in everyday language (``bot.themes.common_words``:
+    "models" or "added" say nothing even when every member has them). The
+    second term may not repeat the first ("fuzzing / fuzzers").
+    """
     present: dict[str, int] = {}
-    weight: dict[str, float] = {}
     in_title: dict[str, int] = {}
     for key in keys:
         found = weighted.terms[key]
         for term in found.counts:
             if term in weighted.idf and term in weighted.vectors[key]:
                 present[term] = present.get(term, 0) + 1
-                weight[term] = weight.get(term, 0.0) + weighted.vectors[key].get(term, 0.0)
                 in_title[term] = in_title.get(term, 0) + (term in found.in_title)
-    shared_terms = [t for t, n in present.items() if n >= 2]
-    ranked = sorted(
-        shared_terms,
-        key=lambda t: (-present[t], -in_title[t], -len(t.split()), -weight[t], t),
-    )
+    size = len(keys)
+
+    def weight(term: str) -> float:
+        titles = 1.0 + TITLE_WEIGHT * in_title[term] / size if in_title[term] else UNTITLED
+        coverage = (present[term] / size) ** COVERAGE_POWER
+        return coverage * weighted.idf[term] * titles * specificity(vocab.surface(term))
+
+    ranked = sorted((t for t, n in present.items() if n >= 2), key=lambda t: (-round(weight(t), 9), t))
     known = {t for key in keys for t in weighted.terms[key].counts}
     chosen: list[str] = []
     for term in ranked:
-        parts = set(term.split())
-        if any(parts <= set(c.split()) or set(c.split()) <= parts for c in chosen):
+        if any(_same_idea(term, c, vocab) for c in chosen):
             continue
         chosen.append(term)
         if len(chosen) == 2 and " " not in chosen[0] + chosen[1]:
@@ -153,6 +169,25 @@ def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Clus
     latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii()][:1]
     latin_names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(latin)]
     return Cluster(keys, tuple(names), shared, tuple(latin_names))
+
+
+def _same_idea(a: str, b: str, vocab: Vocabulary) -> bool:
+    """Two terms that would name a section twice over: a shared word or
+    four-letter stem ("collector", "collection"), one Chinese word inside the
+    other, or an acronym of the other ("GC", "garbage collection")."""
+    words_a, words_b = set(a.split()), set(b.split())
+    if words_a & words_b:
+        return True
+    if _CJK_RE.search(a) or _CJK_RE.search(b):
+        return a in b or b in a
+    if {w[:4] for w in words_a if len(w) >= 4} & {w[:4] for w in words_b if len(w) >= 4}:
+        return True
+    for word, phrase in ((a, b), (b, a)):
+        written, parts = vocab.surface(word), phrase.split()
+        initials = "".join(part[0] for part in parts)
+        if " " not in word and written[:1].isupper() and len(parts) >= 2 and written.casefold().startswith(initials):
+            return True
+    return False
 
 
 def _capitalised(term: str) -> str:

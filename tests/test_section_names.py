@@ -1,0 +1,105 @@
+"""Names of the sections made from shared terms (``bot.themes.derive``) and the
+everyday-word table behind them (``bot.themes.common_words``).
+
+The reproductions are from the dev feeds of other fields (tests/fixtures/fields),
+grouped with the bundled RL themes, which do not fit them, as the digest groups them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.themes import load_themes
+from bot.themes.common_words import specificity, word_specificity
+from bot.themes.derive import _same_idea, cluster_items
+from bot.themes.model import Item
+from bot.themes.terms import Vocabulary, stem
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELDS = ROOT / "tests" / "fixtures" / "fields"
+
+
+def _weeks(feed: Path) -> dict[str, list[Item]]:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import themes_quality
+
+    return themes_quality.feed_weeks(feed)
+
+
+def _section_named(feed: Path, week: str, titles: set[str]) -> str:
+    """The name the digest gives the derived section holding ``titles`` in ``week``."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import themes_quality
+
+    weeks = themes_quality.feed_weeks(feed)
+    history = [item for label, items in weeks.items() if label < week for item in items]
+    groups = themes_quality.grouped(weeks[week], load_themes(), history)
+    by_key = {item.key: item.title for item in weeks[week]}
+    for group in groups:
+        if {by_key[key] for key in group.keys} == titles:
+            assert group.kind == "derived", group
+            return group.name
+    raise AssertionError(f"no section holds exactly {titles}: {[g.name for g in groups]}")
+
+
+def test_everyday_words_are_less_specific_than_the_fields_words() -> None:
+    assert word_specificity("compiler") == word_specificity("ImageNet") == 1.0
+    assert word_specificity("models") < 0.6 and word_specificity("point") < 0.3
+    assert word_specificity("卷积") == 1.0 and word_specificity("网络") < 0.3  # convolution, network
+    assert specificity("garbage collection") > 0.8  # a phrase is as specific as its words together
+    for fragment in ("added", "programmed", "data collected", "languages including"):
+        assert specificity(fragment) <= 0.3, fragment
+    for word in ("speed", "embed", "seed"):  # "-ed" that is no participle
+        assert specificity(word) > 0.3, word
+
+
+def test_a_section_is_named_for_its_topic_not_for_a_word_every_entry_uses() -> None:
+    """Seen on the vision dev feed: two papers on diffusion models were "Denoising / added"."""
+    name = _section_named(FIELDS / "vision-en" / "vision-en.xml", "2026-W48", {
+        "Denoising Diffusion Probabilistic Models", "Prompt-to-Prompt Image Editing with Cross Attention Control"})
+    assert name.startswith("Denoising") and "added" not in name, name
+
+
+def test_a_name_does_not_say_the_same_thing_twice() -> None:
+    """Seen on the security dev feed: "Intel SGX / SGX enclave", "Test / fuzzer"."""
+    feed = FIELDS / "security-en" / "security-en.xml"
+    sgx = _section_named(feed, "2026-W46", {
+        "Plundervolt: Software-based Fault Injection Attacks against Intel SGX",
+        "Prochlo: Strong Privacy for Analytics in the Crowd"})
+    assert sgx.count("SGX") == 1, sgx
+    fuzzing = _section_named(feed, "2026-W47", {
+        "Evaluating Fuzz Testing and Magma: A Ground-Truth Fuzzing Benchmark",
+        "Nyx: Greybox Hypervisor Fuzzing using Fast Snapshots and Affine Types",
+        "TRRespass: Exploiting the Many Sides of Target Row Refresh"})
+    assert fuzzing.casefold().startswith("fuzz") and fuzzing.casefold().count("fuzz") == 1, fuzzing
+
+
+@pytest.mark.parametrize(("first", "second", "same"), [
+    ("fuzzing", "fuzzer", True),  # one four-letter stem
+    ("garbage collection", "collector", True),
+    ("检索", "稠密检索", True),  # one Chinese word inside the other
+    ("GC", "garbage collection", True),  # an acronym of the other
+    ("fuzzing", "hypervisor", False),
+    ("排序", "检索", False),
+    ("GPU", "garbage collection", False),
+])
+def test_two_terms_that_repeat_each_other_are_one_idea(first: str, second: str, same: bool) -> None:
+    vocab = Vocabulary()
+    vocab.tokens(f"{first} {second}")  # remembers how each is written ("GC")
+    terms = [" ".join(stem(w) for w in t.split()) if t.isascii() else t for t in (first, second)]
+    assert _same_idea(*terms, vocab) is same
+    assert _same_idea(*reversed(terms), vocab) is same
+
+
+def test_names_are_the_same_whatever_order_the_entries_come_in() -> None:
+    weeks = _weeks(FIELDS / "security-en" / "security-en.xml")
+    items = [item for week in weeks.values() for item in week]
+    forward = [c.name for c in cluster_items(items, Vocabulary())]
+    backward = [c.name for c in cluster_items(list(reversed(items)), Vocabulary())]
+    assert forward == backward and forward
