@@ -103,3 +103,27 @@ def test_names_are_the_same_whatever_order_the_entries_come_in() -> None:
     forward = [c.name for c in cluster_items(items, Vocabulary())]
     backward = [c.name for c in cluster_items(list(reversed(items)), Vocabulary())]
     assert forward == backward and forward
+
+
+def test_a_chinese_sections_english_name_comes_from_its_titles() -> None:
+    """Seen on the recommender dev feed (in Chinese): a section on ranking was called "Joachims" in English,
+    an author its summaries cite, and others "CIKM" (a venue) or "BM25" (a baseline)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import themes_quality
+
+    weeks = themes_quality.feed_weeks(FIELDS / "recsys-zh" / "recsys-zh.xml")
+    derived = 0
+    for week, items in weeks.items():
+        history = [item for label, earlier in weeks.items() if label < week for item in earlier]
+        titles = {item.key: item.title.casefold() for item in items}
+        for group in themes_quality.grouped(items, load_themes(), history):
+            if group.kind != "derived":
+                continue
+            derived += 1
+            named = {term.casefold() for term in group.name.split(" / ")}
+            for term in (group.name_en or "").split(" / "):  # a term of its name, or of its titles
+                assert term.casefold() in named or any(term.casefold() in titles[key] for key in group.keys), \
+                    (group.name, group.name_en)
+    assert derived >= 8

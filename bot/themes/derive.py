@@ -166,7 +166,9 @@ def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Clus
         key: tuple(vocab.surface(t) for t in ranked if t in weighted.terms[key].counts)[:4] for key in keys
     }
     names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(chosen)]
-    latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii()][:1]
+    # a section named in Chinese is named in English after a Latin-script term of its titles ("GRPO"), if any:
+    # one only in summaries is as often an author, a venue or a baseline ("Joachims", "CIKM", "BM25")
+    latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii() and in_title[t]][:1]
     latin_names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(latin)]
     return Cluster(keys, tuple(names), shared, tuple(latin_names))
 
