@@ -10,6 +10,8 @@ entries becomes a theme:
 - its **strong keywords** are the terms that are concentrated in it: most of
   their mentions are in the cluster's entries, several of them in titles;
 - its **keywords** are the other terms its members share;
+- neither is an everyday word ("估计", "测试", "models"): in Chinese a keyword
+  matches anywhere in the text, so a common one pulls every entry in;
 - its **description** is left empty, for the operator to write.
 
 The result is TOML text: deterministic for the same entries, and meant to be
@@ -25,6 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.themes.common_words import specificity
 from bot.themes.derive import Cluster, cluster_items
 from bot.themes.model import Item
 from bot.themes.terms import Vocabulary, Weighted, weigh
@@ -33,6 +36,9 @@ SUGGEST_THRESHOLDS = (0.15, 0.12, 0.1, 0.08, 0.06)  # looser than a week's: them
 MAX_THEMES = 8  # a week shows at most max_sections; more themes than that split topics
 STRONG_PER_THEME = 6
 KEYWORDS_PER_THEME = 12
+# everyday words ("估计", "测试", "models") are not written as keywords: a Chinese keyword matches anywhere
+# in a text, so a common one pulls every entry in (bot.themes.common_words; 0.5 is a Zipf frequency of 4.75)
+KEYWORD_SPECIFICITY = 0.5
 _CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -107,6 +113,8 @@ def _keywords(cluster: Cluster, weighted: Weighted, vocab: Vocabulary) -> tuple[
     strong: list[str] = []
     plain: list[str] = []
     for _, term in scored:
+        if specificity(vocab.surface(term)) < KEYWORD_SPECIFICITY:
+            continue
         words = [w for w in _keyword_forms(term, vocab) if w not in strong and w not in plain]
         if in_title[term] >= 2 and len(strong) < STRONG_PER_THEME:
             strong.extend(words)
