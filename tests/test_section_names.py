@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.themes import load_themes
+from bot.themes import load_themes, parse_themes
 from bot.themes.common_words import specificity, word_specificity
 from bot.themes.derive import _same_idea, cluster_items
 from bot.themes.model import Item
@@ -127,3 +127,15 @@ def test_a_chinese_sections_english_name_comes_from_its_titles() -> None:
                 assert term.casefold() in named or any(term.casefold() in titles[key] for key in group.keys), \
                     (group.name, group.name_en)
     assert derived >= 8
+
+
+def test_a_chinese_word_jieba_cuts_in_two_is_named_whole() -> None:
+    """Seen in `themes suggest` on the bundled feed: a theme named "信用 / 分配", the two halves of
+    信用分配 (credit assignment), read as two topics."""
+    from bot.themes import suggest_themes
+
+    feed = ROOT / "bot" / "data" / "messagedaily-rl.xml"
+    items = [item for week in _weeks(feed).values() for item in week]
+    names = [theme.name for theme in parse_themes(suggest_themes(items), "suggested").themes]
+    assert any(name.startswith("信用分配") for name in names), names
+    assert not [name for name in names if "信用 / 分配" in name or "分配 / 信用" in name]

@@ -118,11 +118,14 @@ def cluster_items(
         members[next_id], sums[next_id], norms[next_id] = sorted(merged), vector, _norm(vector)
         push_pairs(next_id, {k for t in vector for k in postings[t]})
         next_id += 1
-    clusters = [_named(tuple(m), weighted, vocab) for m in members.values() if len(m) >= 2]
+    texts = {item.key: item.title + " " + item.summary for item in items}
+    clusters = [_named(tuple(m), weighted, vocab, texts) for m in members.values() if len(m) >= 2]
     return sorted(clusters, key=lambda c: (-len(c.keys), c.keys))
 
 
-def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Cluster:
+def _named(
+    keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary, texts: Mapping[str, str] | None = None
+) -> Cluster:
     """Name a cluster after the terms that best say what its members share.
 
     A term's weight is how many members share it (cubed: a term all four
@@ -158,6 +161,7 @@ def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Clus
         if len(chosen) == 2 and " " not in chosen[0] + chosen[1]:
             # two words that are one phrase somewhere ("collection", "garbage"): name the phrase
             phrase = next((p for p in (f"{chosen[1]} {chosen[0]}", f"{chosen[0]} {chosen[1]}") if p in known), None)
+            phrase = phrase or _one_chinese_word(chosen[0], chosen[1], [texts[k] for k in keys] if texts else [])
             if phrase:
                 chosen = [phrase]
         if len(chosen) == NAME_TERMS:
@@ -171,6 +175,18 @@ def _named(keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary) -> Clus
     latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii() and in_title[t]][:1]
     latin_names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(latin)]
     return Cluster(keys, tuple(names), shared, tuple(latin_names))
+
+
+def _one_chinese_word(first: str, second: str, texts: Sequence[str]) -> str | None:
+    """Two Chinese terms that the entries write as one word ("信用" and "分配" in
+    "信用分配", credit assignment: jieba cut it in two): that word, when most of
+    the members write it."""
+    if not (_CJK_RE.search(first) and _CJK_RE.search(second)):
+        return None
+    for word in (first + second, second + first):
+        if sum(word in text for text in texts) * 2 > len(texts):
+            return word
+    return None
 
 
 def _same_idea(a: str, b: str, vocab: Vocabulary) -> bool:
