@@ -26,11 +26,11 @@ from bot.themes.model import Item
 from bot.themes.terms import Vocabulary, Weighted, weigh
 
 CLUSTER_THRESHOLD = 0.2  # cosine of two clusters' centroids needed to merge them
-_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 NAME_TERMS = 2  # terms in a derived section's name
 COVERAGE_POWER = 3  # how much more a term all members share counts than one some share
 TITLE_WEIGHT = 2.0  # a term in every member's title counts 3 times, in half of them 2 times ...
 UNTITLED = 0.4  # ... and in none 0.4 times: titles state topics, summaries add verbs and generic words
+_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Cluster:
     keys: tuple[str, ...]
     terms: tuple[str, ...]  # surface forms, the best naming term first
     shared: Mapping[str, tuple[str, ...]]  # member key -> surface forms of the terms it shares
-    latin_terms: tuple[str, ...] = ()  # the most shared terms in Latin script, for an English name
+    latin_terms: tuple[str, ...] = ()  # Latin-script terms of its name or its titles, for an English name
 
     @property
     def name(self) -> str:
@@ -124,7 +124,7 @@ def cluster_items(
 
 
 def _named(
-    keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary, texts: Mapping[str, str] | None = None
+    keys: tuple[str, ...], weighted: Weighted, vocab: Vocabulary, texts: Mapping[str, str]
 ) -> Cluster:
     """Name a cluster after the terms that best say what its members share.
 
@@ -161,7 +161,7 @@ def _named(
         if len(chosen) == 2 and " " not in chosen[0] + chosen[1]:
             # two words that are one phrase somewhere ("collection", "garbage"): name the phrase
             phrase = next((p for p in (f"{chosen[1]} {chosen[0]}", f"{chosen[0]} {chosen[1]}") if p in known), None)
-            phrase = phrase or _one_chinese_word(chosen[0], chosen[1], [texts[k] for k in keys] if texts else [])
+            phrase = phrase or _one_chinese_word(chosen[0], chosen[1], [texts[k] for k in keys])
             if phrase:
                 chosen = [phrase]
         if len(chosen) == NAME_TERMS:
