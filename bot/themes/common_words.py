@@ -1,4 +1,5 @@
-"""How specific a word is in general language, for naming derived sections.
+"""How specific a word is in general language: for naming derived sections, and for
+leaving everyday words out of a suggested themes file's keywords.
 
 Derived sections are named after terms their entries share. Shared is not
 enough: "added", "models" or "网络" can be in every entry of a section and
@@ -16,17 +17,17 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from functools import lru_cache
 from importlib.resources import files
+
+from bot.themes.terms import CJK_CHAR_RE
 
 SPECIFIC_BELOW = 3.5  # Zipf frequency under which a word counts as fully specific ("compiler" is 3.4)
 GENERIC_AT = 6.0  # ... and at which it would reach 0 ("the" is 7.7; "point" 5.5 gets 0.2)
 FLOOR = 0.15  # the least a word counts: a common word the entries share still says a little
 PARTICIPLE = 0.3  # "added", "learned", "programmed": a verb form names no topic
-_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
+_NOT_PARTICIPLES = frozenset({"embed", "shred", "infrared"})  # "-ed" words that are no verb form
 # last words that make a two-word term a fragment, not a topic ("languages including")
-_NOT_PARTICIPLES = frozenset({"embed", "shred", "infrared"})
 _NOT_HEADS = frozenset({"including", "according", "regarding", "following", "given", "called", "named"})
 
 
@@ -40,7 +41,7 @@ def _zipf() -> dict[str, dict[str, int]]:
 
 def word_specificity(word: str) -> float:
     """1 for a rare word, down to ``FLOOR`` for the commonest."""
-    language = "zh" if _CJK_RE.search(word) else "en"
+    language = "zh" if CJK_CHAR_RE.search(word) else "en"
     hundredths = _zipf()[language].get(word.casefold())
     if hundredths is None:
         return 1.0

@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.themes.common_words import specificity
 from bot.themes.model import Item
-from bot.themes.terms import Vocabulary, Weighted, weigh
+from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, weigh
 
 CLUSTER_THRESHOLD = 0.2  # cosine of two clusters' centroids needed to merge them
 NAME_TERMS = 2  # terms in a derived section's name
 COVERAGE_POWER = 3  # how much more a term all members share counts than one some share
 TITLE_WEIGHT = 2.0  # a term in every member's title counts 3 times, in half of them 2 times ...
 UNTITLED = 0.4  # ... and in none 0.4 times: titles state topics, summaries add verbs and generic words
-_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -181,7 +179,7 @@ def _one_chinese_word(first: str, second: str, texts: Sequence[str]) -> str | No
     """Two Chinese terms that the entries write as one word ("信用" and "分配" in
     "信用分配", credit assignment: jieba cut it in two): that word, when most of
     the members write it."""
-    if not (_CJK_RE.search(first) and _CJK_RE.search(second)):
+    if not (CJK_CHAR_RE.search(first) and CJK_CHAR_RE.search(second)):
         return None
     for word in (first + second, second + first):
         if sum(word in text for text in texts) * 2 > len(texts):
@@ -196,7 +194,7 @@ def _same_idea(a: str, b: str, vocab: Vocabulary) -> bool:
     words_a, words_b = set(a.split()), set(b.split())
     if words_a & words_b:
         return True
-    if _CJK_RE.search(a) or _CJK_RE.search(b):
+    if CJK_CHAR_RE.search(a) or CJK_CHAR_RE.search(b):
         return a in b or b in a
     if {w[:4] for w in words_a if len(w) >= 4} & {w[:4] for w in words_b if len(w) >= 4}:
         return True

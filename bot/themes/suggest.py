@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from bot.themes.common_words import specificity
 from bot.themes.derive import Cluster, cluster_items
 from bot.themes.model import Item
-from bot.themes.terms import Vocabulary, Weighted, weigh
+from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, weigh
 
 SUGGEST_THRESHOLDS = (0.15, 0.12, 0.1, 0.08, 0.06)  # looser than a week's: themes span many weeks
 MAX_THEMES = 8  # a week shows at most max_sections; more themes than that split topics
@@ -39,7 +39,6 @@ KEYWORDS_PER_THEME = 12
 # everyday words ("估计", "测试", "models") are not written as keywords: a Chinese keyword matches anywhere
 # in a text, so a common one pulls every entry in (bot.themes.common_words; 0.5 is a Zipf frequency of 4.75)
 KEYWORD_SPECIFICITY = 0.5
-_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class SuggestedTheme:
 
 def detect_language(items: Sequence[Item]) -> str:
     """``zh`` when most entries' titles or summaries are Chinese, else ``en``."""
-    chinese = sum(bool(_CJK_RE.search(item.title + item.summary[:80])) for item in items)
+    chinese = sum(bool(CJK_CHAR_RE.search(item.title + item.summary[:80])) for item in items)
     return "zh" if chinese * 2 > len(items) else "en"
 
 

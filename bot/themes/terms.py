@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from bot.themes.model import Item
 
 _EN_TOKEN_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_'][A-Za-z0-9]+)*|[^A-Za-z\s]")
+CJK_CHAR_RE = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character anywhere: the text (or term) is Chinese
 _CJK_RE = re.compile(r"^[\u4e00-\u9fff]{2,}$")
 _CJK_RUN_RE = re.compile(r"[\u4e00-\u9fff]+")
 TITLE_COUNT = 2  # a term in the title counts as this many summary mentions
