@@ -166,11 +166,12 @@ def group_week(
             raise ValueError(f"duplicate item key {first.key!r}: every item needs its own key")
     lex = lexicon(themes)
     entries = [_score(item, themes, lex) for item in ordered]
-    fit = _feed_fit(entries, history, themes, lex)
+    past = _PastScores(themes, lex)
+    fit = _feed_fit(entries, history, themes, past)
     vocab = Vocabulary(_phrases(themes))
     if fit.fits:
         _learn(entries, themes, model_for(themes, model))
-        _refine(entries, history, themes, vocab, lex)
+        _refine(entries, history, themes, vocab, past)
     if not fit.fits:
         sections, catch_all = _by_terms(entries, ordered, vocab, history)
     else:
@@ -179,7 +180,22 @@ def group_week(
     return Grouping(_render(sections, catch_all, themes), fit)
 
 
-def _feed_fit(entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, lex: Any) -> Fit:
+class _PastScores:
+    """Keyword scores of the feed's earlier entries, each scored once per grouping: the fit
+    (``_feed_fit``) and the themes' profiles (``_refine``) both read the latest of them."""
+
+    def __init__(self, themes: ThemeSet, lex: Any) -> None:
+        self._themes, self._lex = themes, lex
+        self._scored: dict[str, _Entry] = {}
+
+    def __call__(self, item: Item) -> _Entry:
+        entry = self._scored.get(item.key)
+        if entry is None:
+            entry = self._scored[item.key] = _score(item, self._themes, self._lex)
+        return entry
+
+
+def _feed_fit(entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, past: _PastScores) -> Fit:
     """Whether the themes file fits the feed, judged on the week's entries and the feed's latest
     ones before it (``FIT_HISTORY_WEEKS`` times as many as the week has).
 
@@ -190,7 +206,7 @@ def _feed_fit(entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, 
     before = [item for item in history if item.key not in own]
     recent = before[max(0, len(before) - FIT_HISTORY_WEEKS * len(entries)):]
     matched = sum(_clear(entry, themes) for entry in entries)
-    matched += sum(_clear(_score(item, themes, lex), themes) for item in recent)
+    matched += sum(_clear(past(item), themes) for item in recent)
     return Fit(len(entries) + len(recent), matched, themes.min_fit)
 
 
@@ -236,7 +252,7 @@ def _learn(entries: list[_Entry], themes: ThemeSet, model: LearnedModel | None) 
 
 
 def _refine(
-    entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, vocab: Vocabulary, lex: Any
+    entries: list[_Entry], history: Sequence[Item], themes: ThemeSet, vocab: Vocabulary, past: _PastScores
 ) -> None:
     """Let the feed's own usage decide entries its keywords leave undecided.
 
@@ -250,7 +266,7 @@ def _refine(
     the theme whose vocabulary it shares.
     """
     clear = FIT_MARGIN * themes.min_score
-    recent = [_score(item, themes, lex) for item in list(history)[-MAX_HISTORY:]]
+    recent = [past(item) for item in list(history)[-MAX_HISTORY:]]
     labelled = [(e.item, exemplar_theme(e.scores, clear)) for e in (*entries, *recent)]
     affinity = theme_affinity([e.item for e in entries], labelled, len(themes.themes), vocab)
     for entry in entries:
