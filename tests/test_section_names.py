@@ -129,13 +129,30 @@ def test_a_chinese_sections_english_name_comes_from_its_titles() -> None:
     assert derived >= 8
 
 
-def test_a_chinese_word_jieba_cuts_in_two_is_named_whole() -> None:
+def test_a_chinese_word_jieba_cuts_in_two_is_named_and_matched_whole() -> None:
     """Seen in `themes suggest` on the bundled feed: a theme named "信用 / 分配", the two halves of
-    信用分配 (credit assignment), read as two topics."""
+    信用分配 (credit assignment), read as two topics; once named whole, its strong keywords were still
+    "信用" and "分配", and "分配" alone matches any allocation."""
     from bot.themes import suggest_themes
 
     feed = ROOT / "bot" / "data" / "messagedaily-rl.xml"
     items = [item for week in _weeks(feed).values() for item in week]
-    names = [theme.name for theme in parse_themes(suggest_themes(items), "suggested").themes]
+    themes = parse_themes(suggest_themes(items), "suggested").themes
+    names = [theme.name for theme in themes]
     assert any(name.startswith("信用分配") for name in names), names
     assert not [name for name in names if "信用 / 分配" in name or "分配 / 信用" in name]
+    credit = next(theme for theme in themes if theme.name.startswith("信用分配"))
+    assert "信用分配" in credit.strong_keywords, credit.strong_keywords
+    keywords = {w for theme in themes for w in (*theme.strong_keywords, *theme.keywords)}
+    assert not {"信用", "分配"} & keywords, keywords
+
+
+def test_split_keywords_join_in_the_stronger_tier_where_the_first_stood() -> None:
+    from bot.themes.suggest import _joined_words
+
+    texts = ["步级信用分配", "信用分配四重奏", "分配策略"]
+    assert _joined_words(("信用", "势函数"), ("回报", "分配"), texts) == (("信用分配", "势函数"), ("回报",))
+    assert _joined_words(("势函数",), ("分配", "信用"), texts) == (("势函数",), ("信用分配",))
+    # written whole by only one of three members: two keywords stay two
+    assert _joined_words(("信用",), ("分配",), texts[1:]) == (("信用",), ("分配",))
+    assert _joined_words(("credit",), ("assignment",), ["credit assignment"] * 3) == (("credit",), ("assignment",))

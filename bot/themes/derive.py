@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from bot.themes.common_words import specificity
 from bot.themes.model import Item
-from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, weigh
+from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, one_chinese_word, weigh
 
 CLUSTER_THRESHOLD = 0.2  # cosine of two clusters' centroids needed to merge them
 NAME_TERMS = 2  # terms in a derived section's name
@@ -159,7 +159,7 @@ def _named(
         if len(chosen) == 2 and " " not in chosen[0] + chosen[1]:
             # two words that are one phrase somewhere ("collection", "garbage"): name the phrase
             phrase = next((p for p in (f"{chosen[1]} {chosen[0]}", f"{chosen[0]} {chosen[1]}") if p in known), None)
-            phrase = phrase or _one_chinese_word(chosen[0], chosen[1], [texts[k] for k in keys])
+            phrase = phrase or one_chinese_word(chosen[0], chosen[1], [texts[k] for k in keys])
             if phrase:
                 chosen = [phrase]
         if len(chosen) == NAME_TERMS:
@@ -173,18 +173,6 @@ def _named(
     latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii() and in_title[t]][:1]
     latin_names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(latin)]
     return Cluster(keys, tuple(names), shared, tuple(latin_names))
-
-
-def _one_chinese_word(first: str, second: str, texts: Sequence[str]) -> str | None:
-    """Two Chinese terms that the entries write as one word ("信用" and "分配" in
-    "信用分配", credit assignment: jieba cut it in two): that word, when most of
-    the members write it."""
-    if not (CJK_CHAR_RE.search(first) and CJK_CHAR_RE.search(second)):
-        return None
-    for word in (first + second, second + first):
-        if sum(word in text for text in texts) * 2 > len(texts):
-            return word
-    return None
 
 
 def _same_idea(a: str, b: str, vocab: Vocabulary) -> bool:

@@ -12,6 +12,7 @@ entries becomes a theme:
 - its **keywords** are the other terms its members share;
 - neither is an everyday word ("估计", "测试", "models"): in Chinese a keyword
   matches anywhere in the text, so a common one pulls every entry in;
+- a Chinese word jieba cut in two is one keyword ("信用分配", not "信用", "分配");
 - its **description** is left empty, for the operator to write.
 
 The result is TOML text: deterministic for the same entries, and meant to be
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from bot.themes.common_words import specificity
 from bot.themes.derive import Cluster, cluster_items
 from bot.themes.model import Item
-from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, weigh
+from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, one_chinese_word, weigh
 
 SUGGEST_THRESHOLDS = (0.15, 0.12, 0.1, 0.08, 0.06)  # looser than a week's: themes span many weeks
 MAX_THEMES = 8  # a week shows at most max_sections; more themes than that split topics
@@ -73,10 +74,11 @@ def suggest(items: Sequence[Item], *, min_size: int | None = None) -> list[Sugge
             break
     clusters = clusters[:MAX_THEMES]
     titles = {item.key: item.title for item in items}
+    texts = {item.key: f"{item.title} {item.summary}" for item in items}
     themes: list[SuggestedTheme] = []
     used_keys: set[str] = set()
     for cluster in clusters:
-        strong, plain = _keywords(cluster, weighted, vocab)
+        strong, plain = _joined_words(*_keywords(cluster, weighted, vocab), [texts[k] for k in cluster.keys])
         if not strong and not plain:
             continue
         key = _unique_key(_slug(cluster.terms[0] if cluster.terms else "theme"), used_keys)
@@ -120,6 +122,28 @@ def _keywords(cluster: Cluster, weighted: Weighted, vocab: Vocabulary) -> tuple[
         elif len(plain) < KEYWORDS_PER_THEME:
             plain.extend(words)
     return tuple(strong), tuple(plain)
+
+
+def _joined_words(
+    strong: tuple[str, ...], plain: tuple[str, ...], texts: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Two Chinese keywords that the members write as one word become that word
+    ("信用" and "分配": "信用分配"), where the first of them stood, as the name
+    joins them; "分配" alone would match any allocation."""
+    words = [*strong, *plain]
+    replaced: dict[str, str | None] = {}
+    for i, first in enumerate(words):
+        for second in words[i + 1:]:
+            if first in replaced or second in replaced:
+                continue
+            joined = one_chinese_word(first, second, texts)
+            if joined:
+                replaced[first], replaced[second] = joined, None
+    if not replaced:
+        return strong, plain
+    new_strong = tuple(dict.fromkeys(w for w in (replaced.get(w, w) for w in strong) if w))
+    new_plain = (replaced.get(w, w) for w in plain)
+    return new_strong, tuple(dict.fromkeys(w for w in new_plain if w and w not in new_strong))
 
 
 def _keyword_forms(term: str, vocab: Vocabulary) -> list[str]:

@@ -256,3 +256,16 @@ def weigh(
         norm = math.sqrt(sum(w * w for _, w in top)) or 1.0
         vectors[key] = {t: w / norm for t, w in top}
     return Weighted(vectors, idf, terms)
+
+
+def one_chinese_word(first: str, second: str, texts: Sequence[str]) -> str | None:
+    """Two Chinese terms that the entries write as one word ("信用" and "分配" in
+    "信用分配", credit assignment: jieba cut it in two): that word, when most of
+    ``texts`` (a section's or a theme's members) write it. Names and suggested
+    keywords both use it: "分配" alone would name, or match, any allocation."""
+    if not (CJK_CHAR_RE.search(first) and CJK_CHAR_RE.search(second)):
+        return None
+    for word in (first + second, second + first):
+        if sum(word in text for text in texts) * 2 > len(texts):
+            return word
+    return None
