@@ -15,7 +15,7 @@ from bot.themes import load_themes, parse_themes
 from bot.themes.common_words import specificity, word_specificity
 from bot.themes.derive import _same_idea, cluster_items
 from bot.themes.model import Item
-from bot.themes.terms import Vocabulary, stem
+from bot.themes.terms import Vocabulary, one_latin_phrase, stem
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ROOT / "tests" / "fixtures" / "fields"
@@ -156,3 +156,29 @@ def test_split_keywords_join_in_the_stronger_tier_where_the_first_stood() -> Non
     # written whole by only one of three members: two keywords stay two
     assert _joined_words(("信用",), ("分配",), texts[1:]) == (("信用",), ("分配",))
     assert _joined_words(("credit",), ("assignment",), ["credit assignment"] * 3) == (("credit",), ("assignment",))
+
+
+def test_a_phrase_the_members_write_is_named_whole() -> None:
+    """Seen in `themes suggest` on the bundled feed: a theme named "Agentic Reinforcement / Learning",
+    one phrase split in two (the stop-29 judges also marked down "Neural radiance / field")."""
+    from bot.themes import suggest_themes
+
+    feed = ROOT / "bot" / "data" / "messagedaily-rl.xml"
+    items = [item for week in _weeks(feed).values() for item in week]
+    names = [theme.name for theme in parse_themes(suggest_themes(items), "suggested").themes]
+    assert "Agentic Reinforcement Learning" in names, names  # the phrase alone: a term after it was "DeepSeek"
+    assert not [name for name in names if name.endswith(" / Learning")], names
+
+
+@pytest.mark.parametrize(("first", "second", "texts", "phrase"), [
+    ("agentic reinforcement", "learning", ["Agentic Reinforcement Learning at scale"] * 2,
+     "Agentic Reinforcement Learning"),
+    ("field", "neural radiance", ["neural radiance fields", "Neural-Radiance Fields", "neural radiance fields"],
+     "neural radiance fields"),
+    ("learning", "agentic reinforcement", ["agentic reinforcement learning", "learning agents"], None),  # one of two
+    ("learning", "reinforcement", ["reinforcement-learning", "reinforcements learned"], None),
+    ("信用", "learning", ["信用 learning"] * 3, None),  # Chinese is joined without a space, by one_chinese_word
+])
+def test_two_terms_written_as_one_phrase(first: str, second: str, texts: list[str], phrase: str | None) -> None:
+    assert one_latin_phrase(first, second, texts) == phrase
+

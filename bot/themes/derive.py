@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from bot.themes.common_words import specificity
 from bot.themes.model import Item
-from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, one_chinese_word, weigh
+from bot.themes.terms import CJK_CHAR_RE, Vocabulary, Weighted, one_chinese_word, one_latin_phrase, weigh
 
 CLUSTER_THRESHOLD = 0.2  # cosine of two clusters' centroids needed to merge them
 NAME_TERMS = 2  # terms in a derived section's name
@@ -150,29 +150,45 @@ def _named(
         return coverage * weighted.idf[term] * titles * specificity(vocab.surface(term))
 
     ranked = sorted((t for t, n in present.items() if n >= 2), key=lambda t: (-round(weight(t), 9), t))
-    known = {t for key in keys for t in weighted.terms[key].counts}
     chosen: list[str] = []
+    written: dict[str, str] = {}  # a phrase joined from two terms, as the members write it
     for term in ranked:
         if any(_same_idea(term, c, vocab) for c in chosen):
             continue
         chosen.append(term)
-        if len(chosen) == 2 and " " not in chosen[0] + chosen[1]:
-            # two words that are one phrase somewhere ("collection", "garbage"): name the phrase
-            phrase = next((p for p in (f"{chosen[1]} {chosen[0]}", f"{chosen[0]} {chosen[1]}") if p in known), None)
-            phrase = phrase or one_chinese_word(chosen[0], chosen[1], [texts[k] for k in keys])
-            if phrase:
-                chosen = [phrase]
+        if len(chosen) == 2:
+            member_texts = [texts[k] for k in keys]
+            first, second = chosen
+            joined = _known_phrase(first, second, keys, weighted) or one_chinese_word(first, second, member_texts)
+            phrase = None if joined else one_latin_phrase(vocab.surface(first), vocab.surface(second), member_texts)
+            if joined:  # a term of the feed's own: a second term may follow it
+                chosen = [joined]
+            elif phrase:  # a longer phrase as the members write it names the section alone
+                chosen = [phrase.casefold()]
+                written[chosen[0]] = phrase
+                break
         if len(chosen) == NAME_TERMS:
             break
     shared = {
         key: tuple(vocab.surface(t) for t in ranked if t in weighted.terms[key].counts)[:4] for key in keys
     }
-    names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(chosen)]
+
+    def names_of(terms: list[str]) -> tuple[str, ...]:
+        surfaces = [written.get(t) or vocab.surface(t) for t in terms]
+        return tuple(_capitalised(s) if i == 0 else s for i, s in enumerate(surfaces))
+
     # a section named in Chinese is named in English after a Latin-script term of its titles ("GRPO"), if any:
     # one only in summaries is as often an author, a venue or a baseline ("Joachims", "CIKM", "BM25")
     latin = [t for t in chosen if t.isascii()] or [t for t in ranked if t.isascii() and in_title[t]][:1]
-    latin_names = [_capitalised(vocab.surface(t)) if i == 0 else vocab.surface(t) for i, t in enumerate(latin)]
-    return Cluster(keys, tuple(names), shared, tuple(latin_names))
+    return Cluster(keys, names_of(chosen), shared, names_of(latin))
+
+
+def _known_phrase(first: str, second: str, keys: Sequence[str], weighted: Weighted) -> str | None:
+    """Two single words that are one term of the members' somewhere ("collection", "garbage")."""
+    if " " in first + second:
+        return None
+    known = {t for key in keys for t in weighted.terms[key].counts}
+    return next((p for p in (f"{second} {first}", f"{first} {second}") if p in known), None)
 
 
 def _same_idea(a: str, b: str, vocab: Vocabulary) -> bool:

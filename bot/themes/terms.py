@@ -269,3 +269,20 @@ def one_chinese_word(first: str, second: str, texts: Sequence[str]) -> str | Non
         if sum(word in text for text in texts) * 2 > len(texts):
             return word
     return None
+
+
+def one_latin_phrase(first: str, second: str, texts: Sequence[str]) -> str | None:
+    """Two Latin-script terms that the entries write as one phrase ("agentic
+    reinforcement" and "learning" in "Agentic Reinforcement Learning"): the
+    phrase as they most often write it, when most of ``texts`` have it. The
+    last word may be plural ("neural radiance fields")."""
+    if not (first.isascii() and second.isascii()):
+        return None
+    for a, b in ((first, second), (second, first)):
+        words = [re.escape(w) for w in f"{a} {b}".split()]
+        pattern = re.compile(r"(?<![A-Za-z0-9])" + r"[\s-]+".join(words) + r"(?:e?s)?(?![A-Za-z0-9])", re.IGNORECASE)
+        written = Counter(found.group(0) for text in texts if (found := pattern.search(text)))
+        if sum(written.values()) * 2 > len(texts):
+            return " ".join(min(written.items(), key=lambda kv: (-kv[1], kv[0]))[0].split())
+    return None
+
