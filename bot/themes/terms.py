@@ -285,4 +285,3 @@ def one_latin_phrase(first: str, second: str, texts: Sequence[str]) -> str | Non
         if sum(written.values()) * 2 > len(texts):
             return " ".join(min(written.items(), key=lambda kv: (-kv[1], kv[0]))[0].split())
     return None
-
