@@ -148,3 +148,13 @@ def test_a_50_mb_file_is_refused_before_it_is_read(env, tmp_path):
 def test_a_missing_file(env, tmp_path):
     result = run(env, "feeds", "import", str(tmp_path / "nope.opml"))
     assert result.exit_code == 1 and "cannot read the file" in result.output
+
+
+def test_export_to_a_folder_that_is_not_there_says_so(env, tmp_path):
+    """Seen: `feeds export --out` into a missing folder ended in a FileNotFoundError traceback."""
+    out = tmp_path / "no such folder" / "feeds.opml"
+    result = run(env, "feeds", "export", "--out", str(out))
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert f"cannot write {out}" in result.output and "--out" in result.output
+    assert not out.parent.exists()
+

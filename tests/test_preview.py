@@ -79,6 +79,16 @@ def test_preview_out_writes_the_file(polled, tmp_path, fmt):
         assert json.loads(body)["week"] == "2026-W40"
 
 
+def test_preview_out_that_cannot_be_written_says_why(polled, tmp_path):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out = blocker / "digest.html"
+    result = run(polled, "--week", "2026-W40", "--out", str(out))  # a traceback would raise here
+    assert result.exit_code == 1
+    assert f"cannot write {out}" in result.stderr and "--out" in result.stderr
+    assert blocker.read_text(encoding="utf-8") == "not a folder"
+
+
 def test_preview_open_uses_the_browser(polled, monkeypatch):
     opened: list[str] = []
     monkeypatch.setattr("webbrowser.open", lambda url, *a, **k: opened.append(url) or True)

@@ -72,6 +72,16 @@ def test_themes_suggest_writes_a_starter_file(fresh_db, make_settings, tmp_path)
     assert any(not t.derived and not t.catch_all for t in data.themes)
 
 
+def test_themes_suggest_to_a_folder_that_is_not_there_says_so(fresh_db, make_settings, tmp_path):
+    """Seen: `themes suggest --out /nonexistent/dir/t.toml` ended in a FileNotFoundError traceback."""
+    _poll(make_settings, fresh_db, PL_FEED)
+    out = tmp_path / "no such folder" / "themes.toml"
+    result = _cli(fresh_db, PL_FEED, "themes", "suggest", "--out", str(out))  # a traceback would raise here
+    assert result.exit_code == 1
+    assert f"cannot write {out}" in result.stderr and "--out" in result.stderr
+    assert not out.parent.exists()
+
+
 def test_themes_suggest_without_entries_says_what_to_do(fresh_db):
     result = _cli(fresh_db, PL_FEED, "themes", "suggest")
     assert result.exit_code == 1

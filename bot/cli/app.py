@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import cached_property, wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -87,6 +88,22 @@ def reports_errors(func: F) -> F:
                 err_console.print(f"  [dim]hint:[/] {markup(error.hint, keep_newlines=True)}")
             sys.exit(1)
     return wrapper  # type: ignore[return-value]
+
+
+def write_out(path: Path, data: str | bytes, *, parents: bool = False) -> None:
+    """Write a command's ``--out`` file, or say plainly why it cannot be
+    written (a folder that is not there, no permission, a full disk) instead
+    of a traceback. ``parents`` creates missing folders first."""
+    try:
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
+    except OSError as exc:
+        raise BotError(f"cannot write {path}: {exc.strerror or exc}",
+                       hint="check that its folder exists and is writable, or give another --out") from None
 
 
 class LazyBar:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from bot import digest, render, send
-from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors
+from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
 from bot.terminal import printable
 from bot.themes.explain import explanation_json, explanation_lines
 
@@ -63,8 +63,7 @@ def preview(app: App, week_text: str | None, fmt: str, out: str | None, open_it:
         click.echo(body, nl=False)
         return
     path = Path(out) if out else settings.var_dir / f"preview-{week.label}.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body, encoding="utf-8")
+    write_out(path, body, parents=True)
     console.print(f"preview of {week.label} ({fmt}) written to {path}", markup=False)
     if open_it and not _open_in_browser(path):
         err_console.print(f"no web browser found to open it: open {path.resolve()} yourself "

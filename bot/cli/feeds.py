@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from bot import ingest, logs
-from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors
+from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
 from bot.cli.output import chosen_format, emit_rows, format_option
 from bot.db import transaction
 from bot.errors import BotError
@@ -243,5 +243,5 @@ def feeds_export(app: App, out: str | None) -> None:
     if out is None:
         click.get_binary_stream("stdout").write(data)
         return
-    Path(out).write_bytes(data)
+    write_out(Path(out), data)
     err_console.print(f"{len(listed)} feed(s) written to {out}", markup=False)

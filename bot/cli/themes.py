@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from bot.cli.app import App, err_console, pass_app, reports_errors
+from bot.cli.app import App, err_console, pass_app, reports_errors, write_out
 from bot.digest import theme_fit
 from bot.errors import ThemesError
 
@@ -42,7 +42,7 @@ def suggest_command(app: App, weeks: int, out: str | None, force: bool) -> None:
     if out is None:
         click.echo(suggestion.text, nl=False)
     else:
-        Path(out).write_text(suggestion.text, encoding="utf-8")
+        write_out(Path(out), suggestion.text)
     where = "" if out is None else f" to {out}"
     err_console.print(
         f"{suggestion.themes} theme(s) suggested from {suggestion.entries} entries{where}. "
