@@ -336,6 +336,16 @@ def test_poll_shows_each_error_once(polled, feed_server, digestbot):
     assert url in verbose.stderr and url in verbose.stdout
 
 
+def test_feeds_add_shows_a_failing_first_poll_once(polled, feed_server, digestbot):
+    """Seen: `feeds add` of a feed that fails printed the poll's log line and its own report of it."""
+    url = feed_server.serve("/down-at-add.xml", b"gone", status=503)
+    result = digestbot.run("feeds", "add", url, env=polled)
+    shown = result.stdout + result.stderr
+    assert result.returncode == 0 and "503" in shown
+    assert shown.count("503") == 1 and "WARNING" not in shown, shown
+    assert "the first poll failed" in result.stderr
+
+
 # --- 9. the unsubscribe page names the address, masked ----------------------------------------
 
 def test_mask_address():

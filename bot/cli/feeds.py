@@ -34,8 +34,7 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     """Fetch feeds and store new entries: every active feed (the ones in
     DIGESTBOT_FEED_URLS are added first), or just the FEEDS given (URLs or ids)."""
     settings = app.settings
-    # each result is printed below; the poll's own log line would repeat it (-v keeps both)
-    with contextlib.nullcontext() if app.verbose else logs.reported_by_caller("bot.ingest.poll"):
+    with _poll_reported_here(app):
         results = ingest.poll_feeds(
             settings, app.factory, list(feeds) or None,
             on_result=lambda r: console.print(printable(r.summary()), markup=False),
@@ -64,6 +63,12 @@ def _embed(app: App) -> None:
         err_console.print(printable(result.summary()), markup=False)
     elif result.status == "unavailable" or result.embedded:
         console.print(printable(result.summary()), markup=False)
+
+
+def _poll_reported_here(app: App) -> contextlib.AbstractContextManager[None]:
+    """The command prints each poll result itself; the poll's own log line would
+    show a failing feed twice (-v keeps both)."""
+    return contextlib.nullcontext() if app.verbose else logs.reported_by_caller("bot.ingest.poll")
 
 
 @click.group("feeds", invoke_without_command=True)
@@ -139,7 +144,8 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     console.print(printable(f"{added.outcome} feed {feed_id}: {normal}"), markup=False)
     if managed.local_path_missing(normal):
         err_console.print(printable(f"warning: {normal} does not exist (yet)"), markup=False)
-    [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
+    with _poll_reported_here(app):
+        [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
     console.print(printable(result.summary()), markup=False)
     _embed(app)
     if result.status == "error":
