@@ -33,7 +33,11 @@ def make_engine(url: str) -> Engine:
     """Create an engine; for SQLite, make the parent folder and set safe pragmas."""
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseError(f"cannot create the folder of the SQLite database {path}: {exc.strerror or exc}",
+                                hint="check DIGESTBOT_DATABASE_URL, and that you may write there") from None
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

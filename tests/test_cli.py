@@ -40,6 +40,17 @@ def test_unmigrated_database_gives_message_not_traceback(tmp_path, digestbot):
     assert "Traceback" not in result.stderr
 
 
+def test_a_database_folder_that_cannot_be_made_gives_message_not_traceback(tmp_path, digestbot):
+    """Seen: `db upgrade` with a SQLite path under a folder it cannot create ended in a traceback."""
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    env = {"DIGESTBOT_DATABASE_URL": f"sqlite:///{blocker / 'var' / 'db.sqlite3'}"}
+    result = digestbot.run("db", "upgrade", env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"cannot create the folder of the SQLite database {blocker / 'var' / 'db.sqlite3'}" in result.stderr
+    assert "DIGESTBOT_DATABASE_URL" in result.stderr
+
+
 def test_bad_setting_fails_at_start_naming_it(tmp_path, digestbot):
     result = digestbot.run("poll", env={"DIGESTBOT_HTTP_TIMEOUT": "soon"})
     assert result.returncode == 1
