@@ -184,6 +184,24 @@ def test_send_then_already_sent(env: dict[str, str], fresh_db: FreshDB, tmp_path
         assert digest is not None and digest.status == "sent"
 
 
+def test_send_with_no_confirmed_subscribers_says_nobody_got_it(
+        env: dict[str, str], fresh_db: FreshDB, tmp_path: Path) -> None:
+    """Seen: `send` with only a pending subscriber said "0 sent, 0 failed, 0 skipped (done)", and the
+    next try, after someone confirmed, "was sent already", with no word on how to mail them."""
+    assert run(env, "poll").exit_code == 0
+    assert run(env, "subscribers", "add", "pending@example.org").exit_code == 0
+    mails = len(outbox(tmp_path))  # the confirmation mail
+    first = run(env, "send")
+    assert first.exit_code == 0, first.output
+    assert "no confirmed subscribers, so nobody got it" in first.output
+    assert f"digestbot send --week {WEEK} --resend" in first.output
+    assert len(outbox(tmp_path)) == mails
+    add_subscribers(fresh_db.factory, ["late@example.org"])
+    assert "was sent already" in run(env, "send").output
+    resent = run(env, "send", "--week", WEEK, "--resend")
+    assert resent.exit_code == 0 and f"{WEEK}: 1 sent" in resent.output, resent.output
+
+
 def test_send_with_nothing_polled(env: dict[str, str]) -> None:
     result = run(env, "send")
     assert result.exit_code == 1 and "no complete week with entries" in result.output

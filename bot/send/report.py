@@ -46,7 +46,11 @@ class SendReport:
         if self.outcome == "test":
             where = f"written to {self.written}" if self.written else f"via {self.transport}"
             return f"test message of {self.week} sent to {self.to}: {where}"
-        if self.outcome == "sent":
+        if self.outcome == "sent" and not self.recipients:
+            # recorded as sent all the same, so a later subscriber is not mailed an old week by surprise
+            state = (f"done, but there are no confirmed subscribers, so nobody got it; once someone "
+                     f"has confirmed, `digestbot send --week {self.week} --resend` mails it to them")
+        elif self.outcome == "sent":
             state = "done"
         elif self.held_elsewhere:
             state = (f"{self.held_elsewhere} more are being sent by another send of this week, "
