@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 from conftest import FEED_FIXTURE, FreshDB
 from sqlalchemy import select
+from test_admin_security import log_in, password_hash, serve  # noqa: F401 (serve and password_hash: fixtures)
 from test_digest import W40, add_entry, make_feed, poll_fixture
 
 from bot.cli import cli
@@ -180,6 +181,55 @@ def test_any_edit_withdraws_the_approval(fresh_db, polled):
     message = drafts.rename(fresh_db.factory, polled, "1", "Changed", week=WEEK)
     assert "approval was withdrawn" in message
     assert not week40(fresh_db, polled).approved
+
+
+def test_entries_stored_after_the_approval_wait_for_the_next_digest(fresh_db, polled):
+    """Approved "as it stands": an entry polled after the approval is not sent unseen with the week;
+    the next digest takes it as a late addition, and a new approval takes it in."""
+    approved_at = datetime.now(UTC)
+    drafts.approve(fresh_db.factory, polled, week=WEEK, now=approved_at)
+    before = week40(fresh_db, polled)
+    assert before.approved and before.waiting_note is None
+    with fresh_db.factory() as session, session.begin():
+        entry = add_entry(session, make_feed(session), datetime(2026, 10, 2, 4, 0, tzinfo=UTC),
+                          title="GRPO 信用分配：迟到的一篇", key="https://feed.example/after-approval")
+        entry.first_seen_at = approved_at + timedelta(minutes=1)  # polled a minute after the approval
+        arrived = entry.id
+    after = week40(fresh_db, polled)
+    assert arrived not in {e.entry_id for e in after.data.entries}
+    assert after.data.entry_count == before.data.entry_count and after.data.after_approval == 1
+    assert after.waiting_note and "1 entry stored since the approval waits" in after.waiting_note
+
+    # withdrawn and given again, the approval takes it in
+    drafts.withdraw_approval(fresh_db.factory, polled, week=WEEK)
+    assert arrived in {e.entry_id for e in week40(fresh_db, polled).data.entries}
+    drafts.approve(fresh_db.factory, polled, week=WEEK, now=approved_at)  # as if approved before it came
+
+    report = send_digest(polled, fresh_db.factory, WEEK)
+    assert report.outcome == "sent" and report.recipients == 0
+    with fresh_db.factory() as session:
+        assert arrived not in set(session.scalars(select(DigestEntry.entry_id)))
+        following = build_digest(session, W40.next(), polled)
+    late = {e.entry_id: e.late for e in following.entries}
+    assert late.get(arrived) is True  # sent the next week, marked as a late addition
+    assert week40(fresh_db, polled).waiting_note is None  # sent: nothing waits any more
+
+
+def test_the_console_says_what_waits_after_the_approval(
+        fresh_db, polled, serve, password_hash):  # noqa: F811 (the console's fixtures, imported above)
+    approved_at = datetime.now(UTC)
+    drafts.approve(fresh_db.factory, polled, week=WEEK, now=approved_at)
+    with fresh_db.factory() as session, session.begin():
+        entry = add_entry(session, make_feed(session), datetime(2026, 10, 2, 4, 0, tzinfo=UTC),
+                          title="迟到的一篇", key="https://feed.example/after-approval-console")
+        entry.first_seen_at = approved_at + timedelta(minutes=1)
+    server = serve(admin_password_hash=password_hash)
+    with server.client() as client:
+        assert log_in(client).status_code == 303
+        page = client.get("/admin/draft", params={"week": WEEK})
+    assert page.status_code == 200
+    assert "1 entry stored since the approval waits for the next digest" in page.text
+    assert "迟到的一篇" not in page.text.split('id="state"')[1].split("</section>")[0]
 
 
 def test_entries_and_sections_are_named_clearly_or_refused(fresh_db, polled):

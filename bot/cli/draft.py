@@ -47,7 +47,7 @@ def show(app: App, week: str | None, fmt: str) -> None:
     if fmt == "json":
         body = render.digest_json(found.data) | {
             "approved_at": found.edits.approved_at.isoformat() if found.edits.approved_at else None,
-            "frozen": found.frozen, "scheduled": found.scheduled}
+            "after_approval": found.data.after_approval, "frozen": found.frozen, "scheduled": found.scheduled}
         click.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
     state = ("sent" if found.frozen == "sent" else "being sent" if found.frozen else
@@ -59,6 +59,8 @@ def show(app: App, week: str | None, fmt: str) -> None:
     if settings.require_approval and not found.frozen and not found.approved:
         line += "; DIGESTBOT_REQUIRE_APPROVAL holds its send until it is approved"
     console.print(line, markup=False)
+    if found.waiting_note:
+        console.print(f"note: {found.waiting_note}", markup=False)
     if found.data.note:
         console.print("\nnote:", style="bold")
         console.print(found.data.note, markup=False)

@@ -23,27 +23,43 @@ from bot.themes import Item, group_items, load_themes
 
 def build_digest(session: Session, week: Week, settings: Settings) -> DigestData:
     """The digest of ``week``: its frozen entries if its send started, else the
-    entries that belong to it now (see the module docstring)."""
+    entries that belong to it now (once it is approved, those stored before the
+    approval: ``_as_approved``)."""
     week = week.with_timezone(settings.timezone)
     frozen = queries.digest_for_week(session, week.label)
+    # the editor's edits of the week, over the grouping (bot.digest.edits)
+    edits = draft_queries.week_edits(session, week.label)
+    waiting = 0
     if frozen is not None:
         chosen = queries.digest_entries(session, frozen.id)
     else:
         chosen = [(entry, False) for entry in
                   queries.unfrozen_entries_between(session, week.start, week.end)]
         chosen += [(entry, True) for entry in _late_entries(session, week)]
-        chosen = _one_per_article(chosen)
+        chosen, waiting = _as_approved(_one_per_article(chosen), edits.approved_at)
     # with several feeds, each entry names the feed(s) it came through
     sources = (queries.source_names(session, [entry.id for entry, _ in chosen])
                if queries.active_feed_count(session) > 1 else {})
-    # the editor's edits of the week, over the grouping (bot.digest.edits)
-    edits = draft_queries.week_edits(session, week.label)
     # the weeks before tell the grouping how common a word is in this feed
     history = theme_fit.history_items(session, week.start)
     # the sentence vectors stored after each poll, for the grouping's learned model
     vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
-    return apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
+    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
                        load_themes(settings.themes_file))
+    return replace(data, after_approval=waiting) if waiting else data
+
+
+def _as_approved(
+    chosen: list[tuple[models.Entry, bool]], approved_at: datetime | None
+) -> tuple[list[tuple[models.Entry, bool]], int]:
+    """An approved week goes out as the editor approved it: entries stored after
+    the approval wait, and the next digest takes them as late additions (as it
+    does entries that come after a send). Withdrawing the approval and giving it
+    again takes them in. Returns the entries kept and how many wait."""
+    if approved_at is None:
+        return chosen, 0
+    kept = [(entry, late) for entry, late in chosen if entry.first_seen_at <= approved_at]
+    return kept, len(chosen) - len(kept)
 
 
 def _stored(vectors: Mapping[int, embedding.Stored] | None, entry_id: int) -> dict[str, Any]:

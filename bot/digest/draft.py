@@ -76,6 +76,16 @@ class Draft:
     def editable(self) -> bool:
         return self.frozen is None
 
+    @property
+    def waiting_note(self) -> str | None:
+        """What the editor should know of entries stored after the approval (they wait)."""
+        waiting = self.data.after_approval
+        if not waiting or self.frozen is not None:
+            return None
+        return (f"{waiting} {'entry' if waiting == 1 else 'entries'} stored since the approval "
+                f"{'waits' if waiting == 1 else 'wait'} for the next digest; withdraw the approval "
+                "and approve again to take them in")
+
     def section_of(self, entry_id: int) -> str | None:
         for theme in self.data.themes:
             if any(entry.entry_id == entry_id for entry in theme.entries):

@@ -63,6 +63,7 @@ class DigestData:
     paper_count: int
     note: str = ""  # the editor's note, Markdown (bot.digest.note renders it)
     excluded: tuple[DigestEntryView, ...] = ()  # left out by the editor; not sent
+    after_approval: int = 0  # entries stored after the week's approval: they wait for the next digest
 
     @property
     def entries(self) -> tuple[DigestEntryView, ...]:
