@@ -13,7 +13,9 @@ half-recorded, and the process exits 0.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -27,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bot import scheduler as sched
 from bot.config import Settings
-from bot.errors import ThemesError
+from bot.errors import BotError, ThemesError
 from bot.ingest.feeds import active_urls
 from bot.themes import DEFAULT_THEMES_LABEL, load_themes, names_warning
 
@@ -133,11 +135,28 @@ def create_web_app(settings: Settings, factory: sessionmaker[Session], service: 
         "scheduler": service.health_check, "feeds": lambda: feed_health(factory)})
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The web app's socket, bound before anything else starts: a port that is
+    taken (a second `digestbot run`, another program) stops the command at
+    once with a message, before it polls a feed or sends a digest."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)  # without create_server's addition
+        raise BotError(f"cannot listen on {host}:{port}: {reason}",
+                       hint="is digestbot already running? stop it, or choose another --port "
+                            "(DIGESTBOT_PORT)") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run(settings: Settings, engine: Engine, factory: sessionmaker[Session], *,
         host: str | None = None, port: int | None = None) -> None:
     """Serve the web app and run the schedule until SIGTERM or SIGINT."""
     host = host or settings.host
     port = port or settings.port
+    sock = listening_socket(host, port)
     service = Service(settings, engine, factory)
     server: _Server | None = None
 
@@ -161,8 +180,9 @@ def run(settings: Settings, engine: Engine, factory: sessionmaker[Session], *,
         server = _Server(config, on_exit=service.request_stop)
         if not service.stopping:
             log.info("digestbot running on http://%s:%d (base URL %s)", host, port, settings.base_url)
-            server.run()
+            server.run(sockets=[sock])
     finally:
+        sock.close()
         service.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -123,15 +123,23 @@ def test_run_on_an_unmigrated_database_says_what_to_do(tmp_path, digestbot):
     assert "digestbot db upgrade" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_run_with_the_port_taken_exits_nonzero(tmp_path, fresh_db, digestbot):
+def test_run_with_the_port_taken_says_so_before_it_polls_or_sends(tmp_path, fresh_db, digestbot):
+    """Seen: a second `digestbot run` on a taken port started the scheduler (a poll, an overdue
+    send) and only then failed to bind, with uvicorn's exit status 3."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = digestbot.run("run", "--host", "127.0.0.1", "--port", str(port),
-                               env=service_env(tmp_path, fresh_db.url), timeout=60)
-    assert result.returncode != 0
-    assert "scheduler stopped" in result.stderr  # the scheduler was not left running
+        env = service_env(tmp_path, fresh_db.url)
+        result = digestbot.run("run", "--host", "127.0.0.1", "--port", str(port), env=env, timeout=60)
+        web = digestbot.run("web", "--host", "127.0.0.1", "--port", str(port), env=env, timeout=60)
+    for ended in (result, web):
+        assert ended.returncode == 1 and "Traceback" not in ended.stderr, ended.stderr
+        assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in ended.stderr
+        assert "DIGESTBOT_PORT" in ended.stderr
+    assert "scheduler started" not in result.stderr and "serving on" not in web.stdout
+    with fresh_db.factory() as session:
+        assert feed_queries.all_feeds(session) == []  # not even DIGESTBOT_FEED_URLS was added and polled
 
 
 def test_healthz_fails_when_the_scheduler_is_not_running(make_settings, fresh_db):

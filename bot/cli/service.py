@@ -52,16 +52,21 @@ def web_command(app: App, host: str | None, port: int | None) -> None:
     """Serve the subscribe/confirm/unsubscribe pages and the archive (no scheduler)."""
     import uvicorn
 
-    from bot import web
+    from bot import service, web
 
     settings = app.settings
     application = web.create_app(settings, app.factory)
     host, port = host or settings.host, port or settings.port
+    sock = service.listening_socket(host, port)
     console.print(f"serving on http://{host}:{port} (public address {settings.base_url})",
                   markup=False)
     # the one logging set-up (bot.logs), as for `run`: uvicorn's own lines at DEBUG only
     logs.configure(settings.log_level)
-    uvicorn.run(application, host=host, port=port, log_config=None,
-                access_log=settings.log_level.upper() == "DEBUG",
-                # X-Forwarded-For is read by the app, from DIGESTBOT_TRUSTED_PROXIES only
-                proxy_headers=False, server_header=False)
+    config = uvicorn.Config(application, host=host, port=port, log_config=None,
+                            access_log=settings.log_level.upper() == "DEBUG",
+                            # X-Forwarded-For is read by the app, from DIGESTBOT_TRUSTED_PROXIES only
+                            proxy_headers=False, server_header=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
