@@ -147,7 +147,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
         raise BotError(f"cannot listen on {host}:{port}: {reason}",
                        hint="is digestbot already running? stop it, or choose another --port "
                             "(DIGESTBOT_PORT)") from None
-    sock.set_inheritable(True)
     return sock
 
 
