@@ -154,6 +154,22 @@ def test_add_list_pause_resume_remove(fresh_db, tmp_path, feed_server):
     assert bad.exit_code == 1 and "neither an http(s) URL nor a file path" in bad.output
 
 
+def test_adding_a_web_page_names_the_feed_it_links_to(fresh_db, tmp_path, feed_server):
+    """Seen: `feeds add` of a blog's home page said "an HTML page, not a feed" and dropped the hint
+    that names the page's own feed; `poll` dropped it too."""
+    env = cli_env(fresh_db, tmp_path)
+    feed = feed_server.serve("/blog/feed.xml", rss("Blog", [post("https://blog.example/p/1", "One", W40_DAY)]))
+    page = feed_server.serve("/blog", b'<!doctype html><html><head><title>Blog</title>'
+                             b'<link rel="alternate" type="application/rss+xml" href="/blog/feed.xml"></head></html>',
+                             headers={"Content-Type": "text/html"})
+    added = invoke(env, "feeds", "add", page)
+    assert added.exit_code == 0 and "an HTML page, not a feed" in added.output
+    assert f"hint: this URL is a web page, not a feed: use the address of its RSS or Atom feed; " \
+           f"the page names one: {feed}" in " ".join(added.output.split())
+    polled = invoke(env, "poll", page)
+    assert f"the page names one: {feed}" in " ".join(polled.output.split())
+
+
 def test_configured_feeds_are_added_and_never_removed(make_settings, fresh_db, feed_server):
     one = feed_server.serve("/1.xml", rss("One", [post("https://one.example/p/1", "One", W40_DAY)]))
     two = feed_server.serve("/2.xml", rss("Two", [post("https://two.example/p/1", "Two", W40_DAY)]))

@@ -37,7 +37,7 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     with _poll_reported_here(app):
         results = ingest.poll_feeds(
             settings, app.factory, list(feeds) or None,
-            on_result=lambda r: console.print(printable(r.summary()), markup=False),
+            on_result=_show_result,
         )
     if not results:
         console.print("no active feeds to poll: add one with `digestbot feeds add URL` "
@@ -63,6 +63,14 @@ def _embed(app: App) -> None:
         err_console.print(printable(result.summary()), markup=False)
     elif result.status == "unavailable" or result.embedded:
         console.print(printable(result.summary()), markup=False)
+
+
+def _show_result(result: ingest.PollResult) -> None:
+    """One feed's poll, and for a failure what to do about it ("the page names
+    its feed: ..." for a web page given instead of its feed)."""
+    console.print(printable(result.summary()), markup=False)
+    if result.status == "error" and result.hint:
+        console.print(printable(f"              hint: {result.hint}"), markup=False, style="dim")
 
 
 def _poll_reported_here(app: App) -> contextlib.AbstractContextManager[None]:
@@ -146,7 +154,7 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
         err_console.print(printable(f"warning: {normal} does not exist (yet)"), markup=False)
     with _poll_reported_here(app):
         [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
-    console.print(printable(result.summary()), markup=False)
+    _show_result(result)
     _embed(app)
     if result.status == "error":
         err_console.print("warning: the first poll failed; the feed stays added and is polled "
