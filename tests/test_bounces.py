@@ -8,8 +8,11 @@ is deleted."""
 from __future__ import annotations
 
 import email
+import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dovecot
@@ -22,6 +25,7 @@ from sqlalchemy import func, select
 
 from bot import mailer, subscribers, subscriptions
 from bot.bounces import process_bounces
+from bot.bounces.classify import Finding
 from bot.bounces.mailboxes import DONE_KEYWORD, IGNORED_KEYWORD, MailboxError, MaildirMailbox
 from bot.cli import cli
 from bot.config import Settings
@@ -64,10 +68,22 @@ class Original:
     subject: str  # as sent: RFC 2047-encoded
     from_: str
     date: str
+    unsubscribe_subject: str  # the subject its List-Unsubscribe mailto: asks for ('' if none)
 
 
 def _unfold(value: str | None) -> str:
     return " ".join(str(value or "").split())
+
+
+def mailto_of(list_unsubscribe: str | None) -> tuple[str, str] | None:
+    """(address, subject) of the mailto: in a List-Unsubscribe value, as a mail client reads it."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    for link in re.findall(r"<([^<>]+)>", _unfold(list_unsubscribe)):
+        if link.lower().startswith("mailto:"):
+            parts = urlsplit(link)
+            return unquote(parts.path), parse_qs(parts.query).get("subject", [""])[0]
+    return None
 
 
 @pytest.fixture
@@ -103,9 +119,10 @@ def sent(fresh_db: FreshDB, smtp_server: SmtpServer,
     originals = {}
     for mail in received:
         msg = email.message_from_bytes(mail.data)
+        mailto = mailto_of(msg["List-Unsubscribe"])
         originals[mail.rcpt_tos[0]] = Original(mail.mail_from, _unfold(msg["Message-ID"]),
                                                _unfold(msg["Subject"]), _unfold(msg["From"]),
-                                               _unfold(msg["Date"]))
+                                               _unfold(msg["Date"]), mailto[1] if mailto else "")
     return originals
 
 
@@ -125,7 +142,8 @@ def samples(sent: dict[str, Original]) -> list[tuple[str, bytes]]:
         for key, value in {"{{VERP}}": original.envelope_from, "{{BOUNCE}}": BOUNCE,
                            "{{RCPT}}": who or QUIET, "{{MESSAGE_ID}}": original.message_id,
                            "{{SUBJECT}}": original.subject, "{{FROM}}": original.from_,
-                           "{{DATE}}": original.date}.items():
+                           "{{DATE}}": original.date,
+                           "{{UNSUBSCRIBE_SUBJECT}}": original.unsubscribe_subject}.items():
             text = text.replace(key, value)
         assert "{{" not in text, name
         filled.append((name, text.encode("utf-8")))
@@ -372,30 +390,35 @@ def test_a_folder_that_is_no_maildir_is_a_clear_error(tmp_path: Path) -> None:
     assert "is not a Maildir" in bad.value.message
 
 
-def test_an_unsubscribe_mail_with_a_forged_sender_is_left_alone() -> None:
+def test_an_unsubscribe_mail_is_read_for_its_token_only() -> None:
+    """classify takes the token from the subject and nothing from From or
+    Authentication-Results: a DMARC pass is text anyone can write."""
     from bot.bounces.classify import classify, parse
 
-    raw = (SAMPLES / "unsubscribe-mailto.eml").read_text(encoding="utf-8").replace(
-        "{{RCPT}}", "victim@example.com").replace("{{BOUNCE}}", BOUNCE).replace("{{DATE}}", "now")
-    assert classify(parse(raw.encode())).kind == "unsubscribe"
-    forged = raw.replace("From: A Reader", "Authentication-Results: mail.news.example.org;\n"
-                         " dmarc=fail (p=reject dis=none) header.from=example.com\nFrom: A Reader")
-    finding = classify(parse(forged.encode()))
-    assert finding.kind == "ignored" and "failed DMARC" in finding.detail
+    def mail(subject: str, extra: str = "") -> Finding:
+        raw = fill("unsubscribe-mailto.eml", {"{{RCPT}}": "victim@example.com", "{{BOUNCE}}": BOUNCE,
+                                              "{{DATE}}": "now", "{{UNSUBSCRIBE_SUBJECT}}": subject})
+        return classify(parse(raw.replace("From: A Reader", extra + "From: A Reader").encode()))
+
+    signed = mail("unsubscribe WzEsImFiYyJd.aGVsbG8.c2lnbmF0dXJl")
+    assert signed.kind == "unsubscribe" and signed.unsubscribe_token == "WzEsImFiYyJd.aGVsbG8.c2lnbmF0dXJl"
+    assert signed.addresses == ()
+    bare = mail("unsubscribe", "Authentication-Results: mx.news.example.org; dmarc=pass header.from=example.com\n")
+    assert bare.kind == "unsubscribe" and bare.unsubscribe_token is None and bare.addresses == ()
 
 
 def test_digestbot_run_reads_the_mailbox_every_interval(fresh_db: FreshDB, tmp_path: Path,
                                                        deliverability: Callable[..., Settings]) -> None:
-    from datetime import timedelta
-
     from helpers import wait_until
 
     from bot import scheduler
     from bot.service import Service
 
-    add_subscribers(fresh_db.factory, ["leaver@example.com"])
-    raw = (SAMPLES / "unsubscribe-mailto.eml").read_text(encoding="utf-8").replace(
-        "{{RCPT}}", "leaver@example.com").replace("{{BOUNCE}}", BOUNCE).replace("{{DATE}}", "now")
+    [leaver] = add_subscribers(fresh_db.factory, ["leaver@example.com"])
+    settings = deliverability(bounce_interval=7)
+    token = Tokens.from_settings(settings).unsubscribe_token(leaver, "leaver@example.com")
+    raw = fill("unsubscribe-mailto.eml", {"{{RCPT}}": "leaver@example.com", "{{BOUNCE}}": BOUNCE,
+                                          "{{DATE}}": "now", "{{UNSUBSCRIBE_SUBJECT}}": f"unsubscribe {token}"})
     maildir = make_maildir(tmp_path / "Maildir", [("unsubscribe", raw.encode())])
     settings = deliverability(bounce_mailbox=str(maildir), bounce_interval=7)
     service = Service(settings, fresh_db.engine, fresh_db.factory, send=lambda *a, **k: None)
@@ -407,3 +430,149 @@ def test_digestbot_run_reads_the_mailbox_every_interval(fresh_db: FreshDB, tmp_p
         assert job is not None and job.trigger.interval == timedelta(minutes=7)
     finally:
         service.stop()
+
+
+# --- only what the bot minted is believed (issue 32) ------------------------------------------
+
+VICTIMS = ("fan@example.com", "holiday@example.com", QUIET)
+UNKNOWN_ID = "<177000000000.4242.31337digest@news.example.org>"  # our shape, never sent
+
+
+def fill(name: str, values: dict[str, str]) -> str:
+    """A sample with its placeholders replaced (what a forger can write, or what came back)."""
+    text = (SAMPLES / name).read_text(encoding="utf-8")
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
+
+
+def forged_mails(fresh_db: FreshDB) -> list[bytes]:
+    """What an outsider can send to the bounce address: an ARF report naming
+    victim1, three DSNs from the null sender naming victim2 (one to a VERP
+    address whose token names nothing we sent), and an unsubscribe mail
+    'from' victim3 with a DMARC pass written in, another with a token signed
+    by someone else's key."""
+    victim1, victim2, victim3 = VICTIMS
+    common = {"{{BOUNCE}}": BOUNCE, "{{MESSAGE_ID}}": UNKNOWN_ID, "{{SUBJECT}}": "Weekly digest",
+              "{{FROM}}": FROM_ADDR, "{{DATE}}": "Mon, 28 Sep 2026 09:22:03 +0200"}
+    arf = fill("arf-yahoo-complaint.eml", common | {"{{VERP}}": BOUNCE}).replace(
+        "feedback@arf.mail.yahoo.com", "attacker@evil.example").replace("redacted@yahoo.example", victim1)
+    dsns = []
+    for n, to in enumerate([BOUNCE, BOUNCE, "bounces+177000000000.4242.31337digest@news.example.org"]):
+        dsn = fill("postfix-user-unknown.eml", common | {"{{VERP}}": to, "{{RCPT}}": victim2})
+        dsns.append(dsn.replace("<20260928072203.", f"<forged{n}."))
+    with fresh_db.factory() as session:
+        target = subscribers.subscriber_by_key(session, victim3)
+        assert target is not None
+        foreign = Tokens("someone-elses-key", confirm_ttl_seconds=3600, unsubscribe_ttl_seconds=86400)
+        foreign_token = foreign.unsubscribe_token(target.id, target.email_key)
+    unsubscribe = fill("unsubscribe-mailto.eml", common | {"{{RCPT}}": victim3}).replace(
+        "From: A Reader", "Authentication-Results: mail.news.example.org;\n dkim=pass header.d=example.com;"
+        "\n spf=pass smtp.mailfrom=example.com;\n dmarc=pass (p=reject) header.from=example.com\n"
+        "From: A Reader")
+    with_foreign = unsubscribe.replace("Subject: {{UNSUBSCRIBE_SUBJECT}}", f"Subject: unsubscribe {foreign_token}")
+    with_foreign = with_foreign.replace("<CAF3x9Q+unsub.", "<CAF3x9Q+foreign.")
+    unsubscribe = unsubscribe.replace("{{UNSUBSCRIBE_SUBJECT}}", "unsubscribe")
+    return [m.encode() for m in [arf, *dsns, unsubscribe, with_foreign]]
+
+
+def test_forged_reports_change_nobody(fresh_db: FreshDB, sent: dict[str, Original],
+                                      dovecot_server: dovecot.Dovecot,
+                                      deliverability: Callable[..., Settings]) -> None:
+    """Items 1-3 of issue 32, through IMAP and the command: every forged mail
+    is counted 'unmatched, ignored', left unread for a person, and nobody's
+    state, failure count or delivery changes."""
+    mails = forged_mails(fresh_db)
+    dovecot_server.deliver(mails)
+    before = states(fresh_db), deliveries(fresh_db)
+    env = {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(FEED_FIXTURE),
+           "DIGESTBOT_SECRET_KEY": "test-secret-key-not-for-production", "DIGESTBOT_CONFIG": "",
+           "DIGESTBOT_FROM_ADDR": FROM_ADDR, "DIGESTBOT_BOUNCE_ADDRESS": BOUNCE,
+           "DIGESTBOT_VERP": "true", "DIGESTBOT_MAX_HARD_FAILURES": "3",
+           "DIGESTBOT_BOUNCE_MAILBOX": dovecot_server.url("imap")}
+    result = CliRunner().invoke(cli, ["bounces", "process"], env=env, catch_exceptions=False)
+    print(result.output)
+    assert result.exit_code == 0, result.output
+    assert f"{len(mails)} mail(s) read ({len(mails)} unmatched, ignored)" in result.output
+    assert "changed state" not in result.output
+    assert (states(fresh_db), deliveries(fresh_db)) == before
+    assert all(flags == {IGNORED_KEYWORD} for flags in dovecot_server.flags().values())
+
+    status = CliRunner().invoke(cli, ["status", "--format", "json"], env=env, catch_exceptions=False)
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.output)["bounces"]["unmatched_ignored"] == len(mails)
+    table = CliRunner().invoke(cli, ["status", "--format", "table"], env=env, catch_exceptions=False)
+    assert f"{len(mails)} unmatched, ignored" in " ".join(table.output.split())
+
+
+def legitimate_mails(sent: dict[str, Original]) -> dict[str, bytes]:
+    """Mail the bot's own evidence vouches for, each shaped to carry one kind of it only."""
+    def about(who: str) -> dict[str, str]:
+        o = sent[who]
+        return {"{{BOUNCE}}": BOUNCE, "{{RCPT}}": who, "{{SUBJECT}}": o.subject, "{{FROM}}": o.from_,
+                "{{DATE}}": o.date, "{{VERP}}": o.envelope_from, "{{MESSAGE_ID}}": o.message_id}
+    verp_only = fill("postfix-user-unknown.eml", about("postfix.user@example.com")
+                     | {"{{MESSAGE_ID}}": UNKNOWN_ID})  # a relay rewrote the returned headers
+    dsn_message_id = fill("postfix-user-unknown.eml", about("exim.user@example.net")
+                          | {"{{VERP}}": BOUNCE}).replace("<20260928072203.", "<plain.")
+    arf = fill("arf-yahoo-complaint.eml", about("complainer@example.com") | {"{{VERP}}": BOUNCE})
+    address, subject = mailto_of_digest(sent, "leaver@example.com")
+    # the reader's client sends from an alias: the token alone decides
+    unsubscribe = fill("unsubscribe-mailto.eml", about("leaver@example.com") | {
+        "{{UNSUBSCRIBE_SUBJECT}}": subject}).replace("From: A Reader <leaver@example.com>",
+                                                     "From: An Alias <alias@example.net>")
+    assert address == BOUNCE
+    return {"verp token": verp_only.encode(), "message-id in a dsn": dsn_message_id.encode(),
+            "message-id in an arf": arf.encode(), "signed mailto": unsubscribe.encode()}
+
+
+def mailto_of_digest(sent: dict[str, Original], who: str) -> tuple[str, str]:
+    subject = sent[who].unsubscribe_subject
+    assert subject.startswith("unsubscribe ") and len(subject) > 40, subject  # carries a token
+    return BOUNCE, subject
+
+
+def test_the_bots_own_evidence_is_believed(fresh_db: FreshDB, sent: dict[str, Original],
+                                           dovecot_server: dovecot.Dovecot,
+                                           deliverability: Callable[..., Settings]) -> None:
+    """A VERP token alone, a recorded Message-ID in a DSN's returned headers,
+    one in an ARF's embedded message, and the signed List-Unsubscribe mailto:
+    each acts on the subscriber it names, through IMAP."""
+    mails = legitimate_mails(sent)
+    dovecot_server.deliver(list(mails.values()))
+    report = process_bounces(deliverability(bounce_mailbox=dovecot_server.url("imap")), fresh_db.factory)
+    print(report.summary())
+    assert [h.change for h in report.handled] == ["now bounced", "now bounced", "now complained",
+                                                 "now unsubscribed"]
+    now, ledger = states(fresh_db), deliveries(fresh_db)
+    assert now["postfix.user@example.com"] == ("bounced", "bounce", 1)
+    assert now["exim.user@example.net"] == ("bounced", "bounce", 1)
+    assert now["complainer@example.com"][0] == "complained"
+    assert ledger["complainer@example.com"] == ("sent", "complained")
+    assert now["leaver@example.com"] == ("unsubscribed", "mail", 0)
+    assert all(flags == {"\\Seen", DONE_KEYWORD} for flags in dovecot_server.flags().values())
+
+
+def test_a_tampered_or_expired_mailto_token_is_unmatched(
+        fresh_db: FreshDB, sent: dict[str, Original], tmp_path: Path,
+        deliverability: Callable[..., Settings]) -> None:
+    _, subject = mailto_of_digest(sent, "leaver@example.com")
+    token = subject.split()[1]
+    tampered = token[:-3] + ("AAA" if not token.endswith("AAA") else "BBB")
+    mails = []
+    for n, subj in enumerate([f"unsubscribe {tampered}", f"Re: unsubscribe {token[:20]}"]):
+        mails.append((str(n), fill("unsubscribe-mailto.eml", {
+            "{{RCPT}}": "leaver@example.com", "{{BOUNCE}}": BOUNCE, "{{DATE}}": "now",
+            "{{UNSUBSCRIBE_SUBJECT}}": subj}).replace("<CAF3x9Q+unsub.", f"<CAF3x9Q+{n}.").encode()))
+    maildir = make_maildir(tmp_path / "Maildir", mails)
+    report = process_bounces(deliverability(bounce_mailbox=str(maildir)), fresh_db.factory)
+    assert report.counts == {"unmatched": 2}
+    assert states(fresh_db)["leaver@example.com"][0] == "confirmed"
+    # a year on (DIGESTBOT_UNSUBSCRIBE_TTL_DAYS), the genuine token has expired
+    later = make_maildir(tmp_path / "Later", [("late", fill("unsubscribe-mailto.eml", {
+        "{{RCPT}}": "leaver@example.com", "{{BOUNCE}}": BOUNCE, "{{DATE}}": "now",
+        "{{UNSUBSCRIBE_SUBJECT}}": subject}).encode())])
+    expired = process_bounces(deliverability(bounce_mailbox=str(later), unsubscribe_ttl_days=1),
+                              fresh_db.factory, now=datetime.now(UTC) + timedelta(days=2))
+    assert expired.counts == {"unmatched": 1} and "expired" in expired.handled[0].detail
+    assert states(fresh_db)["leaver@example.com"][0] == "confirmed"
