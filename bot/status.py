@@ -189,7 +189,8 @@ def _bounce_lines(bounces: dict[str, Any] | None, tz: str) -> list[str]:
     if not bounces or not bounces["mailbox"]:
         return ["[bold]bounces[/]  [dim]no bounce mailbox (DIGESTBOT_BOUNCE_MAILBOX): bounces "
                 "that come back as mail are not read[/]"]
-    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(bounces["processed"].items())) or "no mail yet"
+    kinds = ", ".join(f"{n} {'unmatched, ignored' if kind == 'unmatched' else kind}"
+                      for kind, n in sorted(bounces["processed"].items())) or "no mail yet"
     line = (f"[bold]bounces[/]  {escape(bounces['mailbox'])}, read every {bounces['interval_minutes']} "
             f"min (last: {_short(bounces['last_processed'], tz) or 'never'}): {kinds}")
     feedback = bounces["last_digest_feedback"]

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from bot import subscribers
 from bot.config import Settings
 from bot.errors import BotError
-from bot.mailer import Sender, envelope_address, simple_message
+from bot.mailer import Sender, envelope_address, sender_domain, simple_message
 from bot.models import Subscriber
 from bot.models import SubscriberState as State
 from bot.templating import language, render_template
@@ -237,8 +237,12 @@ def confirmation_mail(settings: Settings, tokens: Tokens, sub: Subscriber) -> tu
 
 
 def send_confirmation(settings: Settings, tokens: Tokens, sender: Sender, sub: Subscriber) -> None:
+    """Mail the confirmation link. Its Message-ID names the subscriber, signed
+    (``Tokens.mail_id``): no delivery row records this mail, and a bounce or
+    complaint about it is believed on that signature only."""
     subject, text, html = confirmation_mail(settings, tokens, sub)
-    message_id, data = simple_message(settings, sub.email, subject, text, html)
+    message_id = f"<{tokens.mail_id(sub.id, sub.email_key)}@{sender_domain(settings.from_addr)}>"
+    message_id, data = simple_message(settings, sub.email, subject, text, html, message_id)
     sender.send(envelope_address(settings.from_addr), sub.email, data, message_id)
     log.info("confirmation mail for subscriber %s sent", sub.id)
 

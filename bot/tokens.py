@@ -10,7 +10,14 @@ Two kinds, each with its own itsdangerous salt so one can never pass for the oth
   valid for ``unsubscribe_ttl_days``. It does *not* carry the nonce: the link
   in a digest mailed months ago must keep working. The address tag (a short
   hash of the lower-cased address) ties it to that address, so a token can't
-  unsubscribe a different person who later got the same row id.
+  unsubscribe a different person who later got the same row id. The same
+  token rides in the subject of the List-Unsubscribe ``mailto:`` address
+  (``bot.bounces`` reads it back), so mail can only unsubscribe whom we named.
+- **mail id**: the local part of a one-off mail's Message-ID (the
+  confirmation mail), ``c<subscriber id>.<nonce>.<mac>``: an HMAC of those
+  and the address tag, in lower-case hex so it survives as a VERP token in
+  the envelope sender. No delivery row records such a mail, so a bounce or
+  complaint about it is believed by this signature alone. It does not expire.
 
 The secret comes from ``DIGESTBOT_SECRET_KEY``; without it one is generated on
 first use and kept in ``<var_dir>/secret_key`` (mode 0600).
@@ -19,8 +26,10 @@ first use and kept in ``<var_dir>/secret_key`` (mode 0600).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -38,6 +47,9 @@ log = logging.getLogger(__name__)
 
 CONFIRM_SALT = "digestbot.confirm.v1"
 UNSUBSCRIBE_SALT = "digestbot.unsubscribe.v1"
+MAIL_ID_SALT = b"digestbot.mail-id.v1"
+MAIL_ID_MAC = 16  # hex characters (64 bits): enough against guessing by mail
+_MAIL_ID = re.compile(r"^c([1-9][0-9]{0,11})\.([0-9a-f]{8})\.([0-9a-f]{16})$")
 SECRET_FILE = "secret_key"
 
 
@@ -63,6 +75,15 @@ class ConfirmClaim:
 class UnsubscribeClaim:
     subscriber_id: int
     address_tag: str
+
+
+@dataclass(frozen=True)
+class MailIdClaim:
+    """What a signed Message-ID local part says; ``Tokens.mail_id_matches`` checks it."""
+
+    subscriber_id: int
+    nonce: str
+    mac: str
 
 
 def address_tag(email_key: str) -> str:
@@ -95,6 +116,7 @@ class Tokens:
                                                signer_kwargs=kwargs)
         self._unsubscribe = URLSafeTimedSerializer(secret, salt=UNSUBSCRIBE_SALT, signer=signer,
                                                    signer_kwargs=kwargs)
+        self._mail_key = hmac.new(secret.encode("utf-8"), MAIL_ID_SALT, hashlib.sha256).digest()
         self.confirm_ttl = confirm_ttl_seconds
         self.unsubscribe_ttl = unsubscribe_ttl_seconds
 
@@ -128,6 +150,29 @@ class Tokens:
         if not isinstance(tag, str):
             raise TokenInvalid("this unsubscribe link is not valid")
         return UnsubscribeClaim(sid, tag)
+
+    # mail id ----------------------------------------------------------------
+
+    def mail_id(self, subscriber_id: int, email_key: str) -> str:
+        """A fresh Message-ID local part naming this subscriber, signed."""
+        nonce = secrets.token_hex(4)
+        return f"c{subscriber_id}.{nonce}.{self._mail_mac(subscriber_id, nonce, email_key)}"
+
+    def read_mail_id(self, local: str) -> MailIdClaim | None:
+        """The claim of a Message-ID local part shaped like ``mail_id``'s, else None."""
+        match = _MAIL_ID.match(local.strip().lower())
+        if match is None:
+            return None
+        return MailIdClaim(int(match.group(1)), match.group(2), match.group(3))
+
+    def mail_id_matches(self, claim: MailIdClaim, email_key: str) -> bool:
+        """Whether we signed ``claim`` for this subscriber and address."""
+        expected = self._mail_mac(claim.subscriber_id, claim.nonce, email_key)
+        return hmac.compare_digest(expected, claim.mac)
+
+    def _mail_mac(self, subscriber_id: int, nonce: str, email_key: str) -> str:
+        text = f"{subscriber_id}.{nonce}.{address_tag(email_key)}".encode()
+        return hmac.new(self._mail_key, text, hashlib.sha256).hexdigest()[:MAIL_ID_MAC]
 
 
 def _load(serializer: URLSafeTimedSerializer, token: str, max_age: int) -> tuple[int, Any]:

@@ -98,7 +98,7 @@ def test_sends_to_every_confirmed_subscriber_once(
         [header_token] = UNSUB_LINK.findall(msg["List-Unsubscribe"])
         assert msg["List-Unsubscribe"] == (
             f"<https://digest.example.org/unsubscribe/{header_token}>, "
-            "<mailto:digest@news.example.org?subject=unsubscribe>")
+            f"<mailto:digest@news.example.org?subject=unsubscribe%20{header_token}>")
         assert UNSUB_LINK.findall(text) == [header_token] == UNSUB_LINK.findall(html)
         claim = tokens.read_unsubscribe(header_token)
         assert claim.subscriber_id == ids[to] and claim.address_tag == address_tag(to)

@@ -42,7 +42,8 @@ def test_placeholder_is_the_one_render_uses() -> None:
 def test_digest_message_headers_and_parts(settings: Settings) -> None:
     message = DigestMessage(settings, "强化学习周报 · 2026-W40", HTML, TEXT)
     url = "https://digest.example.org/unsubscribe/abc.def"
-    msg = parse(message.render("reader@example.com", "<id.1@news.example.org>", url))
+    msg = parse(message.render("reader@example.com", "<id.1@news.example.org>", url,
+                               unsubscribe_token="abc.def.ghi"))
 
     assert msg["To"] == "reader@example.com"
     assert msg["From"].addresses[0].addr_spec == "digest@news.example.org"
@@ -53,7 +54,7 @@ def test_digest_message_headers_and_parts(settings: Settings) -> None:
     assert msg["Message-ID"] == "<id.1@news.example.org>"
     assert msg["List-Id"] == "<digest.news.example.org>"
     assert msg["List-Unsubscribe"] == (
-        f"<{url}>, <mailto:digest@news.example.org?subject=unsubscribe>")
+        f"<{url}>, <mailto:digest@news.example.org?subject=unsubscribe%20abc.def.ghi>")
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert msg.get_content_type() == "multipart/alternative"
     parts = list(msg.iter_parts())
@@ -283,3 +284,14 @@ def test_outbox_ready_runs_before_the_file_appears(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     outbox.send("d@x", "a@x", b"data", "<1@x>", ready=lambda: None)
     assert [p.name for p in tmp_path.iterdir()] == ["1@x.eml"]
+
+
+def test_the_mailto_carries_the_token_or_is_left_out(settings: Settings) -> None:
+    """The List-Unsubscribe mailto: is the way to unsubscribe by mail, so it
+    exists only with the recipient's signed token (the bounce mailbox acts on
+    nothing else), and a token can add no header."""
+    message = DigestMessage(settings, "s", HTML, TEXT)
+    bare = parse(message.render("a@example.com", "<1@x>", "https://x/u/t"))
+    assert bare["List-Unsubscribe"] == "<https://x/u/t>"
+    with pytest.raises(ValueError):
+        message.render("a@example.com", "<1@x>", "https://x/u/t", unsubscribe_token="t\r\nBcc: x@y")

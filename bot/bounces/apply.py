@@ -1,5 +1,22 @@
 """What a finding does to the delivery ledger and the subscriber.
 
+A finding acts only on evidence the bot minted itself (``Trust``):
+
+- the Message-ID of a delivery it recorded, reached through the VERP token
+  of the address the report came to, or found in the returned message's
+  headers (a DSN's, an ARF report's embedded message);
+- a Message-ID it signed (``bot.tokens``: the confirmation mail, which no
+  delivery row records), found the same two ways;
+- for an unsubscribe mail, the signed unsubscribe token the List-Unsubscribe
+  ``mailto:`` put in its subject.
+
+Anything else -- the addresses a report names (``Original-Rcpt-To``, a DSN's
+``Final-Recipient``), a From header, an Authentication-Results header -- is
+text anyone can write: such a mail is *unmatched*, changes nobody and is left
+in the mailbox for a person.
+
+What a matched finding does:
+
 - bounce: the delivery becomes 'failed' (feedback 'bounced', the diagnostic
   in ``last_error``) and counts towards the subscriber's bounce limit
   (``DIGESTBOT_MAX_HARD_FAILURES``): a confirmed subscriber whose latest
@@ -23,13 +40,24 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot import subscribers, subscriptions
+from bot import subscriptions
 from bot.bounces.classify import Finding
 from bot.mailer import verp
 from bot.models import Delivery, Subscriber
 from bot.models import SubscriberState as State
+from bot.tokens import TokenError, TokenExpired, Tokens, address_tag
 
 RECENT = 50  # deliveries looked at for a run of bounces
+UNMATCHED = "unmatched, ignored"
+
+
+@dataclass(frozen=True)
+class Trust:
+    """What a mail's claims are checked against: the domain of our
+    Message-IDs and the secret behind our signatures."""
+
+    message_domain: str
+    tokens: Tokens
 
 
 @dataclass(frozen=True)
@@ -39,14 +67,17 @@ class Outcome:
     subscriber: Subscriber | None
     delivery: Delivery | None
     address: str | None
-    change: str  # e.g. 'counted 1/3', 'now bounced', 'now complained', 'no subscriber'
+    change: str  # e.g. 'counted 1/3', 'now bounced', 'now complained', UNMATCHED
+    why: str = ""  # for an unmatched finding: what evidence it lacked
+
+    @property
+    def unmatched(self) -> bool:
+        return self.change == UNMATCHED
 
 
 def find_delivery(session: Session, finding: Finding, message_domain: str) -> Delivery | None:
-    """The delivery a report is about: by VERP token, else by the Message-ID it returned."""
-    candidates = [verp.message_id_for(t, message_domain) for t in finding.tokens]
-    candidates += list(finding.message_ids)
-    for message_id in candidates:
+    """The recorded delivery a report is about: by VERP token, else by the Message-ID it returned."""
+    for message_id in _candidates(finding, message_domain):
         delivery = session.scalar(select(Delivery).where(Delivery.message_id == message_id)
                                   .order_by(Delivery.id.desc()).limit(1))
         if delivery is not None:
@@ -54,27 +85,66 @@ def find_delivery(session: Session, finding: Finding, message_domain: str) -> De
     return None
 
 
-def find_subscriber(session: Session, finding: Finding,
-                    delivery: Delivery | None) -> Subscriber | None:
-    if delivery is not None:
-        return session.get(Subscriber, delivery.subscriber_id)
-    for address in finding.addresses:
-        sub = subscribers.subscriber_by_key(session, address.lower())
-        if sub is not None:
+def _candidates(finding: Finding, message_domain: str) -> list[str]:
+    """The Message-IDs a report points at, the VERP tokens' first."""
+    ids = [verp.message_id_for(t, message_domain) for t in finding.tokens] + list(finding.message_ids)
+    return list(dict.fromkeys(ids))
+
+
+def signed_subscriber(session: Session, finding: Finding, trust: Trust) -> Subscriber | None:
+    """The subscriber a Message-ID we signed names (``Tokens.mail_id``), if the
+    report points at one and its signature holds for that subscriber's address."""
+    for message_id in _candidates(finding, trust.message_domain):
+        claim = trust.tokens.read_mail_id(message_id.strip("<>").rsplit("@", 1)[0])
+        if claim is None:
+            continue
+        sub = session.get(Subscriber, claim.subscriber_id)
+        if sub is not None and trust.tokens.mail_id_matches(claim, sub.email_key):
             return sub
     return None
 
 
-def apply_finding(session: Session, finding: Finding, *, message_domain: str, max_failures: int,
+def unsubscriber(session: Session, finding: Finding, tokens: Tokens) -> tuple[Subscriber | None, str]:
+    """The subscriber an unsubscribe mail's signed token names, or (None, why not)."""
+    if finding.unsubscribe_token is None:
+        return None, "it carries no token of our List-Unsubscribe mailto: (a From: proves nothing)"
+    try:
+        claim = tokens.read_unsubscribe(finding.unsubscribe_token)
+    except TokenExpired:
+        return None, "its token has expired (DIGESTBOT_UNSUBSCRIBE_TTL_DAYS)"
+    except TokenError:
+        return None, "its token is not one we signed"
+    sub = session.get(Subscriber, claim.subscriber_id)
+    if sub is None or address_tag(sub.email_key) != claim.address_tag:
+        return None, "its token names nobody subscribed now"
+    return sub, ""
+
+
+def match(session: Session, finding: Finding,
+          trust: Trust) -> tuple[Subscriber | None, Delivery | None, str]:
+    """Whom the bot's own evidence in ``finding`` names: (subscriber, delivery,
+    why nobody) -- never an address the mail merely names."""
+    if finding.kind == "unsubscribe":
+        sub, why = unsubscriber(session, finding, trust.tokens)
+        return sub, None, why
+    delivery = find_delivery(session, finding, trust.message_domain)
+    if delivery is not None:
+        return session.get(Subscriber, delivery.subscriber_id), delivery, ""
+    sub = signed_subscriber(session, finding, trust)
+    if sub is not None:
+        return sub, None, ""
+    return None, None, "no VERP token or Message-ID of a mail we sent"
+
+
+def apply_finding(session: Session, finding: Finding, *, trust: Trust, max_failures: int,
                   now: datetime) -> Outcome:
-    """Record ``finding`` in the ledger and on the subscriber."""
+    """Record ``finding`` in the ledger and on the subscriber, if our own evidence names them."""
     if finding.kind == "ignored":
         return Outcome(None, None, None, "left in the mailbox")
-    delivery = find_delivery(session, finding, message_domain) if finding.kind != "unsubscribe" else None
-    sub = find_subscriber(session, finding, delivery)
-    address = sub.email if sub else (finding.addresses[0] if finding.addresses else None)
+    sub, delivery, why = match(session, finding, trust)
     if sub is None:
-        return Outcome(None, None, address, "no such subscriber")
+        return Outcome(None, None, None, UNMATCHED, why)
+    address = str(sub.email)
     if finding.kind == "bounce":
         change = _bounce(session, sub, delivery, finding, max_failures, now)
     elif finding.kind == "delayed":

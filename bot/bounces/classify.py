@@ -8,15 +8,20 @@
   read by flufl.bounce; permanent failures are bounces, temporary ones delays.
   Only mail that looks like it comes from a mail system is read this way, so
   a person's reply that quotes an error is never taken for a bounce.
-- An *unsubscribe*: a mail with the subject "unsubscribe", as the
-  ``mailto:`` of the List-Unsubscribe header asks for.
+- An *unsubscribe*: a mail with the subject "unsubscribe <token>", as the
+  ``mailto:`` of the List-Unsubscribe header asks for (``bot.tokens``); a
+  bare "unsubscribe" is one too, without a token, which ``apply`` believes
+  no more than a forged one.
 - Anything else is *ignored*: not understood, so it stays in the mailbox for
   a person to read (out-of-office replies, spam, success notices, replies).
 
-What a report says about *whom* it concerns, most trustworthy first: VERP
-tokens in the addresses it was sent to (``bot.mailer.verp``), the Message-IDs
-of our own message in the returned headers, then the recipient addresses the
-report names.
+What a mail says about *whom* it concerns is collected here and judged in
+``apply``, which acts on the bot's own evidence only: VERP tokens in the
+addresses it was sent to (``bot.mailer.verp``), the Message-IDs of our own
+message in the returned headers, the signed token of an unsubscribe mail.
+The recipient addresses a report names, its From, and any
+Authentication-Results header are text anyone can write: the addresses are
+kept for the record, the rest is never read.
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ _MESSAGE_ID_LINE = re.compile(r"^\s*Message-ID:\s*(<[^<>\s]+@[^<>\s]+>)", re.I |
 _SMTP_REPLY = re.compile(r"\b([45]\d\d[ -](?:[45]\.\d{1,3}\.\d{1,3}\b)?.*)$", re.M)
 _QMAIL_REASON = re.compile(r"^(\S.*\(#[45]\.\d{1,3}\.\d{1,3}\))\s*$", re.M)
 _ARF_COMPLAINT_TYPES = ("abuse", "fraud", "virus", "other")
+# "unsubscribe <token>" as bot.mailer.message writes it in the mailto: (a
+# token is itsdangerous' three URL-safe base64 fields), "Re: " as some clients add
+_UNSUBSCRIBE_SUBJECT = re.compile(
+    r"^(?:re:\s*)?unsubscribe\b(?:\s+([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)(?![\w.-]))?", re.I)
 MAX_DETAIL = 300
 
 
@@ -56,6 +65,7 @@ class Finding:
     message_ids: tuple[str, ...] = ()  # Message-IDs of our original message
     tokens: tuple[str, ...] = ()  # VERP tokens from the addresses it came to
     detail: str = ""  # the diagnostic, or why it was ignored
+    unsubscribe_token: str | None = None  # the signed token in an unsubscribe mail's subject
 
 
 def parse(raw: bytes) -> Message:
@@ -83,13 +93,12 @@ def classify(msg: Message, verp_base: str | None = None) -> Finding:
         return _complaint(msg, verp_base, tokens)
     if _looks_like_bounce(msg, tokens):
         return _bounce(msg, tokens)
-    subject = header_text(msg, "Subject").lower()
-    sender = parseaddr(header_text(msg, "From"))[1].lower()
-    if re.match(r"^(re:\s*)?unsubscribe\b", subject) and "@" in sender and not _auto(msg):
-        if any(re.search(r"\bdmarc=fail\b", str(h), re.I) for h in msg.get_all("Authentication-Results", [])):
-            # anyone can write any From; our own mail server says this one is forged
-            return Finding("ignored", detail=f"an unsubscribe mail from {sender} that failed DMARC")
-        return Finding("unsubscribe", addresses=(sender,), detail="unsubscribe by mail")
+    unsubscribe = _UNSUBSCRIBE_SUBJECT.match(header_text(msg, "Subject"))
+    if unsubscribe and not _auto(msg):
+        token = unsubscribe.group(1)
+        sender = parseaddr(header_text(msg, "From"))[1].lower() or "no sender"
+        detail = "unsubscribe by the List-Unsubscribe mailto:" if token else f"From: {sender}"
+        return Finding("unsubscribe", detail=_short(detail), unsubscribe_token=token)
     why = "an automatic reply" if _auto(msg) else "not a bounce, complaint or unsubscribe"
     return Finding("ignored", detail=why)
 

@@ -8,7 +8,9 @@ For each mail not yet marked in the mailbox:
 2. It is classified (``classify``) and its outcome applied (``apply``), and
    the mail is recorded -- in one transaction.
 3. Then it is marked in the mailbox: understood mail flagged or moved,
-   anything else flagged for a person and left where it is.
+   anything else -- mail not understood, and mail *unmatched* (a bounce,
+   complaint or unsubscribe that carries no evidence the bot minted, see
+   ``apply``) -- flagged for a person and left where it is.
 
 A crash anywhere leaves either nothing done for that mail (it is read again
 next time) or its outcome committed (it is only marked next time): never
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,14 +30,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot.bounces.apply import apply_finding
-from bot.bounces.classify import Finding, classify, header_text, parse
+from bot.bounces.apply import UNMATCHED, Trust, apply_finding
+from bot.bounces.classify import MAX_DETAIL, Finding, classify, header_text, parse
 from bot.bounces.mailboxes import TRANSPORT_ERRORS, Mailbox, MailboxError, MailItem, open_mailbox
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.mailer import sender_domain
 from bot.mailer.outgoing import bounce_address
 from bot.models import MailboxMessage
+from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,7 @@ log = logging.getLogger(__name__)
 class Handled:
     """One mail and what became of it (the CLI lists these)."""
 
-    kind: str  # a classify.KINDS value, or 'seen before'
+    kind: str  # a classify.KINDS value, 'unmatched' (acted on nothing), or 'seen before'
     subject: str
     address: str | None
     change: str
@@ -62,13 +66,19 @@ class BounceReport:
 
     def summary(self) -> str:
         counts = self.counts
-        order = ("bounce", "delayed", "complaint", "unsubscribe", "ignored", "seen before")
-        parts = [f"{counts[k]} {k}" for k in order if counts[k]]
+        order = ("bounce", "delayed", "complaint", "unsubscribe", "ignored", "unmatched", "seen before")
+        parts = [f"{counts[k]} {LABELS.get(k, k)}" for k in order if counts[k]]
         newly = sum(1 for h in self.handled if h.change.startswith("now "))
         text = (f"{self.mailbox}: {len(self.handled)} mail(s) read"
                 + (f" ({', '.join(parts)})" if parts else "")
                 + (f"; {newly} subscriber(s) changed state" if newly else ""))
         return text + ("; dry run: nothing recorded or marked" if self.dry_run else "")
+
+
+LABELS = {"unmatched": UNMATCHED}
+NOUNS = {"bounce": "a bounce", "delayed": "a delay notice", "complaint": "a complaint",
+         "unsubscribe": "an unsubscribe mail"}
+LEFT_FOR_A_PERSON = ("ignored", "unmatched")  # kinds left in the mailbox, unread
 
 
 def mail_key(head: bytes) -> str | None:
@@ -95,10 +105,11 @@ def process_bounces(settings: Settings, factory: sessionmaker[Session], *,
         mailbox = open_mailbox(settings.bounce_mailbox)
     report = BounceReport(mailbox.description, dry_run=dry_run)
     verp_base = bounce_address(settings) if settings.verp else None
-    domain = sender_domain(settings.from_addr)
+    clock = (lambda: now.timestamp()) if now else time.time
+    trust = Trust(sender_domain(settings.from_addr), Tokens.from_settings(settings, clock=clock))
     try:
         for item in mailbox.unmarked():
-            handled, understood = _handle(factory, item, verp_base, domain, settings,
+            handled, understood = _handle(factory, item, verp_base, trust, settings,
                                           now or datetime.now(UTC), dry_run)
             report.handled.append(handled)
             if not dry_run and understood is not None:
@@ -114,7 +125,7 @@ def process_bounces(settings: Settings, factory: sessionmaker[Session], *,
 
 
 def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | None,
-            domain: str, settings: Settings, now: datetime,
+            trust: Trust, settings: Settings, now: datetime,
             dry_run: bool) -> tuple[Handled, bool | None]:
     """Classify, apply and record one mail; (what happened, understood?)."""
     key = mail_key(item.head)
@@ -127,7 +138,7 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
         seen = session.scalar(select(MailboxMessage).where(MailboxMessage.key == key))
         if seen is not None:
             return (Handled("seen before", subject, seen.address, "nothing (handled before)",
-                            seen.detail or ""), seen.kind != "ignored")
+                            seen.detail or ""), seen.kind not in LEFT_FOR_A_PERSON)
     raw = raw if raw is not None else item.load()
     msg = parse(raw)
     try:
@@ -137,17 +148,18 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
         finding = Finding("ignored", detail=f"could not be read: {exc}")
     with factory() as session:
         try:
-            outcome = apply_finding(session, finding, message_domain=domain,
+            outcome = apply_finding(session, finding, trust=trust,
                                     max_failures=settings.max_hard_failures, now=now)
+            kind, detail = _verdict(finding, outcome.why if outcome.unmatched else None)
             session.add(MailboxMessage(
-                key=key, kind=finding.kind, message_id=header_text(msg, "Message-ID")[:300] or None,
+                key=key, kind=kind, message_id=header_text(msg, "Message-ID")[:300] or None,
                 sender=header_text(msg, "From")[:320] or None, subject=subject[:500] or None,
                 address=outcome.address,
                 subscriber_id=outcome.subscriber.id if outcome.subscriber else None,
                 digest_id=outcome.delivery.digest_id if outcome.delivery else None,
-                detail=finding.detail or None, processed_at=now))
+                detail=detail or None, processed_at=now))
             session.flush()
-            handled = Handled(finding.kind, subject, outcome.address, outcome.change, finding.detail)
+            handled = Handled(kind, subject, outcome.address, outcome.change, detail)
             if dry_run:
                 session.rollback()
             else:
@@ -155,7 +167,19 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
         except IntegrityError:  # another reader recorded it first
             session.rollback()
             return Handled("seen before", subject, None, "nothing (handled meanwhile)", ""), None
-    if finding.kind != "ignored":
-        log.info("%s for %s: %s (%s)", finding.kind, outcome.address or "nobody we know",
-                 outcome.change, finding.detail)
-    return handled, finding.kind != "ignored"
+    if kind == "unmatched":
+        log.warning("%s: %s", UNMATCHED, detail)
+    elif kind != "ignored":
+        log.info("%s for %s: %s (%s)", kind, outcome.address, outcome.change, detail)
+    return handled, kind not in LEFT_FOR_A_PERSON
+
+
+def _verdict(finding: Finding, unmatched_because: str | None) -> tuple[str, str]:
+    """(kind recorded, detail): an unmatched finding is kind 'unmatched', its
+    detail saying what it claimed, whom it named and what it lacked."""
+    if unmatched_because is None:
+        return finding.kind, finding.detail
+    named = f" naming {', '.join(finding.addresses[:3])}" if finding.addresses else ""
+    said = f" ({finding.detail})" if finding.detail else ""
+    text = f"{NOUNS.get(finding.kind, finding.kind)}{named}{said}: {unmatched_because}"
+    return "unmatched", " ".join(text.split())[:MAX_DETAIL]

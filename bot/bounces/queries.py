@@ -14,7 +14,8 @@ from bot.models import Delivery, MailboxMessage
 
 def bounce_status(session: Session, settings: Settings, digest_id: int | None) -> dict[str, Any]:
     """The mailbox (no password), when mail was last handled, how many of each
-    kind so far, and what came back for the last digest (delivery feedback)."""
+    kind so far (``unmatched``: claims nothing we minted backs, ignored), and
+    what came back for the last digest (delivery feedback)."""
     kinds = dict(session.execute(select(MailboxMessage.kind, func.count())
                                  .group_by(MailboxMessage.kind)).tuples().all())
     last = session.scalar(select(func.max(MailboxMessage.processed_at)))
@@ -30,5 +31,7 @@ def bounce_status(session: Session, settings: Settings, digest_id: int | None) -
         "interval_minutes": settings.bounce_interval,
         "last_processed": last.isoformat(timespec="seconds") if last else None,
         "processed": kinds,
+        # bounces, complaints and unsubscribe mails without the bot's own evidence: acted on nothing
+        "unmatched_ignored": kinds.get("unmatched", 0),
         "last_digest_feedback": feedback,
     }

@@ -39,6 +39,9 @@ _TEXT_MARK = "DIGESTBOTTEXTBODYMARKER"
 _HTML_MARK = "DIGESTBOTHTMLBODYMARKER"
 
 
+_MAILTO_TOKEN = re.compile(r"^[A-Za-z0-9_.-]{1,500}$")  # itsdangerous' URL-safe alphabet
+
+
 def one_line(text: str) -> str:
     """Squash CR, LF and other control characters to single spaces: a header
     value built from feed text can never start a new header."""
@@ -125,7 +128,7 @@ class DigestMessage:
         self.envelope_from = envelope_address(settings.from_addr)
         self.domain = sender_domain(settings.from_addr)
         # the bounce mailbox reads these (bot.bounces): the bounce address if set
-        self.mailto = f"mailto:{settings.bounce_address or self.envelope_from}?subject=unsubscribe"
+        self.mailto_address = settings.bounce_address or self.envelope_from
         self.subject = one_line(subject)
         msg = EmailMessage(policy=policy.SMTP)
         msg["From"] = one_line(settings.from_addr)
@@ -150,22 +153,32 @@ class DigestMessage:
         self._text = _Body(text)  # canonical CRLF form, encoded once up to the link
         self._html = _Body(html)
 
-    def list_unsubscribe(self, url: str) -> str:
-        return f"<{url}>, <{self.mailto}>"
+    def mailto(self, unsubscribe_token: str) -> str:
+        """The List-Unsubscribe ``mailto:``: the bounce address, with the
+        recipient's signed unsubscribe token in the subject. The bounce
+        mailbox acts on that token only, never on who the mail says it is from."""
+        return f"mailto:{self.mailto_address}?subject=unsubscribe%20{unsubscribe_token}"
+
+    def list_unsubscribe(self, url: str, unsubscribe_token: str | None = None) -> str:
+        """The List-Unsubscribe value: the link, and the ``mailto:`` when there is a token."""
+        return f"<{url}>" + (f",\r\n <{self.mailto(unsubscribe_token)}>" if unsubscribe_token else "")
 
     def render(self, to: str, message_id: str, unsubscribe_url: str,
-               date: datetime | None = None) -> bytes:
-        """The complete message for one recipient, CRLF line endings."""
+               date: datetime | None = None, unsubscribe_token: str | None = None) -> bytes:
+        """The complete message for one recipient, CRLF line endings.
+        ``unsubscribe_token`` (the one in ``unsubscribe_url``) adds the mailto:."""
         _ascii_line(to, "recipient address")
         _ascii_line(message_id, "Message-ID")
         _ascii_line(unsubscribe_url, "unsubscribe URL")
+        if unsubscribe_token is not None and not _MAILTO_TOKEN.match(unsubscribe_token):
+            raise ValueError(f"unsubscribe token must be URL-safe ASCII: {unsubscribe_token!r}")
         personal = (
             f"To: {to}\r\n"
             f"Date: {format_datetime(date) if date else _date_now()}\r\n"
             f"Message-ID: {message_id}\r\n"
         )
         if self.list_unsubscribe_headers:
-            personal += f"List-Unsubscribe: <{unsubscribe_url}>,\r\n <{self.mailto}>\r\n"
+            personal += f"List-Unsubscribe: {self.list_unsubscribe(unsubscribe_url, unsubscribe_token)}\r\n"
         link = unsubscribe_url.encode("ascii")
         return b"".join((personal.encode("ascii"), self._head, self._text.encode(link), self._middle,
                          self._html.encode(link), self._tail))

@@ -1,5 +1,5 @@
 """Turning a ledger row into the bytes of its message: the digest, with the
-recipient's own unsubscribe link."""
+recipient's own unsubscribe link and List-Unsubscribe mailto: token."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class DigestComposer:
         self.tokens = tokens
         self.base_url = base_url
 
-        self._links: dict[int, str] = {}
+        self._tokens: dict[int, str] = {}
 
     def new_message_id(self) -> str:
         return new_message_id(self.message.domain)
@@ -26,12 +26,13 @@ class DigestComposer:
     def prepare(self, rows: Sequence[LedgerRow]) -> None:
         # signing a batch in one go is several times cheaper per token than
         # signing between two SMTP transactions (warm caches)
-        self._links = {row.id: self._link(row) for row in rows}
+        self._tokens = {row.id: self._token(row) for row in rows}
 
-    def _link(self, row: LedgerRow) -> str:
-        token = self.tokens.unsubscribe_token(row.subscriber_id, row.email_key)
-        return unsubscribe_url(self.base_url, token)
+    def _token(self, row: LedgerRow) -> str:
+        return self.tokens.unsubscribe_token(row.subscriber_id, row.email_key)
 
     def compose(self, row: LedgerRow, message_id: str) -> bytes:
-        link = self._links.pop(row.id, None) or self._link(row)
-        return self.message.render(row.email, message_id, link)
+        # one token in the link and in the List-Unsubscribe mailto: subject
+        token = self._tokens.pop(row.id, None) or self._token(row)
+        return self.message.render(row.email, message_id, unsubscribe_url(self.base_url, token),
+                                   unsubscribe_token=token)
