@@ -435,7 +435,7 @@ def test_digestbot_run_reads_the_mailbox_every_interval(fresh_db: FreshDB, tmp_p
 # --- only what the bot minted is believed (issue 32) ------------------------------------------
 
 VICTIMS = ("fan@example.com", "holiday@example.com", QUIET)
-UNKNOWN_ID = "<177000000000.4242.31337digest@news.example.org>"  # our shape, never sent
+UNKNOWN_ID = "<177000000000.5eed0f0e5eed0f0e.digest@news.example.org>"  # our shape, never sent
 
 
 def fill(name: str, values: dict[str, str]) -> str:
@@ -449,7 +449,8 @@ def fill(name: str, values: dict[str, str]) -> str:
 def forged_mails(fresh_db: FreshDB) -> list[bytes]:
     """What an outsider can send to the bounce address: an ARF report naming
     victim1, three DSNs from the null sender naming victim2 (one to a VERP
-    address whose token names nothing we sent), and an unsubscribe mail
+    address whose token names nothing we sent), a DSN about a confirmation
+    mail whose Message-ID someone else signed, and an unsubscribe mail
     'from' victim3 with a DMARC pass written in, another with a token signed
     by someone else's key."""
     victim1, victim2, victim3 = VICTIMS
@@ -458,14 +459,20 @@ def forged_mails(fresh_db: FreshDB) -> list[bytes]:
     arf = fill("arf-yahoo-complaint.eml", common | {"{{VERP}}": BOUNCE}).replace(
         "feedback@arf.mail.yahoo.com", "attacker@evil.example").replace("redacted@yahoo.example", victim1)
     dsns = []
-    for n, to in enumerate([BOUNCE, BOUNCE, "bounces+177000000000.4242.31337digest@news.example.org"]):
+    for n, to in enumerate([BOUNCE, BOUNCE, "bounces+177000000000.5eed0f0e5eed0f0e.digest@news.example.org"]):
         dsn = fill("postfix-user-unknown.eml", common | {"{{VERP}}": to, "{{RCPT}}": victim2})
         dsns.append(dsn.replace("<20260928072203.", f"<forged{n}."))
     with fresh_db.factory() as session:
         target = subscribers.subscriber_by_key(session, victim3)
-        assert target is not None
+        pending = subscribers.subscriber_by_key(session, "pending.user@example.com")
+        assert target is not None and pending is not None
         foreign = Tokens("someone-elses-key", confirm_ttl_seconds=3600, unsubscribe_ttl_seconds=86400)
         foreign_token = foreign.unsubscribe_token(target.id, target.email_key)
+        # a confirmation mail's Message-ID, shaped as ours but signed with another key
+        foreign_id = f"<{foreign.mail_id(pending.id, pending.email_key)}@news.example.org>"
+    confirmation = fill("postfix-confirmation-bounce.eml", common | {
+        "{{VERP}}": f"bounces+{foreign_id.strip('<>').split('@')[0]}@news.example.org",
+        "{{MESSAGE_ID}}": foreign_id, "{{RCPT}}": "pending.user@example.com"})
     unsubscribe = fill("unsubscribe-mailto.eml", common | {"{{RCPT}}": victim3}).replace(
         "From: A Reader", "Authentication-Results: mail.news.example.org;\n dkim=pass header.d=example.com;"
         "\n spf=pass smtp.mailfrom=example.com;\n dmarc=pass (p=reject) header.from=example.com\n"
@@ -473,7 +480,7 @@ def forged_mails(fresh_db: FreshDB) -> list[bytes]:
     with_foreign = unsubscribe.replace("Subject: {{UNSUBSCRIBE_SUBJECT}}", f"Subject: unsubscribe {foreign_token}")
     with_foreign = with_foreign.replace("<CAF3x9Q+unsub.", "<CAF3x9Q+foreign.")
     unsubscribe = unsubscribe.replace("{{UNSUBSCRIBE_SUBJECT}}", "unsubscribe")
-    return [m.encode() for m in [arf, *dsns, unsubscribe, with_foreign]]
+    return [m.encode() for m in [arf, *dsns, confirmation, unsubscribe, with_foreign]]
 
 
 def test_forged_reports_change_nobody(fresh_db: FreshDB, sent: dict[str, Original],

@@ -74,6 +74,27 @@ def test_other_secret_is_invalid() -> None:
         tokens(clock, "other").read_confirm(tokens(clock).confirm_token(1, "n"))
 
 
+def test_a_signed_mail_id_names_its_subscriber_and_address_only() -> None:
+    """The confirmation mail's Message-ID local part: a VERP token in lower-case
+    hex (it survives a mail server that folds case), believed only with our
+    secret, for that subscriber and that address."""
+    from bot.mailer import verp
+
+    t = tokens(Clock())
+    local = t.mail_id(42, "reader@example.com")
+    assert local != t.mail_id(42, "reader@example.com")  # a fresh nonce each mail
+    assert verp.token_of(f"<{local}@news.example.org>") == local
+    claim = t.read_mail_id(local.upper())
+    assert claim is not None and claim.subscriber_id == 42
+    assert t.mail_id_matches(claim, "reader@example.com")
+    assert not t.mail_id_matches(claim, "other@example.com")
+    assert not tokens(Clock(), "other").mail_id_matches(claim, "reader@example.com")
+    forged = t.read_mail_id(local[:-1] + ("0" if local[-1] != "0" else "1"))
+    assert forged is not None and not t.mail_id_matches(forged, "reader@example.com")
+    for junk in ("", "c42", "c0.12345678.0123456789abcdef", "42.1.2", "c42.123.0123456789abcdef"):
+        assert t.read_mail_id(junk) is None, junk
+
+
 def test_a_token_only_works_for_its_purpose() -> None:
     t = tokens(Clock())
     with pytest.raises(TokenInvalid):

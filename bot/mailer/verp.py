@@ -6,12 +6,18 @@ failed. With ``DIGESTBOT_VERP`` on, each message's envelope sender is
 part of the message's own Message-ID. The delivery ledger records every
 digest's Message-ID, so the address a bounce comes back to leads straight to
 the delivery -- the subscriber and the digest -- with no need to trust what
-the bouncing server wrote in its report. Mail servers deliver ``local+anything``
+the bouncing server wrote in its report.
+
+A token is believed only as evidence the bot minted (``bot.bounces.apply``):
+the Message-ID of a recorded delivery (64 random bits, see
+``bot.mailer.message.new_message_id``: an outsider cannot guess one), or a
+Message-ID the bot signed (``bot.tokens.Tokens.mail_id``, the confirmation
+mail). A token that is neither names nobody. Mail servers deliver ``local+anything``
 to ``local`` (Postfix's ``recipient_delimiter``, Gmail, Fastmail, Exim's
 ``local_part_suffix``), so one mailbox receives them all.
 
-Only tokens made of letters, digits, ``.``, ``_``, ``=`` and ``-`` are used (a
-Message-ID from ``email.utils.make_msgid`` is digits and dots), and only if the
+Only tokens made of letters, digits, ``.``, ``_``, ``=`` and ``-`` are used (our
+Message-IDs are digits, lower-case hex and dots), and only if the
 local part stays within 64 characters; otherwise the plain bounce address is
 used and bounces are matched by their content.
 """
