@@ -12,8 +12,11 @@ outcome in the delivery ledger and on the subscriber.
 - ``apply``: what a finding does to the ledger and the subscriber
 - ``process``: one pass over the mailbox, each mail handled exactly once
 
-Rule of this package: nothing is deleted that was not understood, and no
-mail is acted on twice.
+Rules of this package: a mail acts only on evidence the bot minted (a
+recorded or signed Message-ID, a signed unsubscribe token; see ``apply``
+and docs/security-mail.md), never on the addresses, From or
+Authentication-Results it carries; nothing is deleted that was not
+understood; and no mail is acted on twice.
 """
 
 from bot.bounces.process import BounceReport, Handled, process_bounces

@@ -21,6 +21,9 @@ def process_command(app: App, dry_run: bool) -> None:
     """Read the new mail in DIGESTBOT_BOUNCE_MAILBOX once: a permanent bounce
     fails its delivery and counts towards the bounce limit, a complaint or an
     unsubscribe mail unsubscribes at once; mail not understood is left for you.
+    Only the bot's own evidence counts (a VERP token, a Message-ID it sent, the
+    signed token of the List-Unsubscribe mailto:): mail without it is
+    'unmatched, ignored', changes nobody and is left for you too.
     `digestbot run` does this every DIGESTBOT_BOUNCE_INTERVAL minutes."""
     from bot.bounces import process_bounces
 
