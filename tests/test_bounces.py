@@ -403,6 +403,9 @@ def test_an_unsubscribe_mail_is_read_for_its_token_only() -> None:
     signed = mail("unsubscribe WzEsImFiYyJd.aGVsbG8.c2lnbmF0dXJl")
     assert signed.kind == "unsubscribe" and signed.unsubscribe_token == "WzEsImFiYyJd.aGVsbG8.c2lnbmF0dXJl"
     assert signed.addresses == ()
+    automatic = mail("unsubscribe WzEsImFiYyJd.aGVsbG8.c2lnbmF0dXJl", "Auto-Submitted: auto-generated\n")
+    assert automatic.kind == "unsubscribe" and automatic.unsubscribe_token is not None
+    assert mail("unsubscribe", "Auto-Submitted: auto-replied\n").kind == "ignored"
     bare = mail("unsubscribe", "Authentication-Results: mx.news.example.org; dmarc=pass header.from=example.com\n")
     assert bare.kind == "unsubscribe" and bare.unsubscribe_token is None and bare.addresses == ()
 
@@ -504,6 +507,8 @@ def test_forged_reports_change_nobody(fresh_db: FreshDB, sent: dict[str, Origina
     assert "changed state" not in result.output
     assert (states(fresh_db), deliveries(fresh_db)) == before
     assert all(flags == {IGNORED_KEYWORD} for flags in dovecot_server.flags().values())
+    again = CliRunner().invoke(cli, ["bounces", "process"], env=env, catch_exceptions=False)
+    assert again.exit_code == 0 and "0 mail(s) read" in again.output, again.output
 
     status = CliRunner().invoke(cli, ["status", "--format", "json"], env=env, catch_exceptions=False)
     assert status.exit_code == 0, status.output

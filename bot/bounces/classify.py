@@ -94,8 +94,9 @@ def classify(msg: Message, verp_base: str | None = None) -> Finding:
     if _looks_like_bounce(msg, tokens):
         return _bounce(msg, tokens)
     unsubscribe = _UNSUBSCRIBE_SUBJECT.match(header_text(msg, "Subject"))
-    if unsubscribe and not _auto(msg):
-        token = unsubscribe.group(1)
+    token = unsubscribe.group(1) if unsubscribe else None
+    # a client may mark its one-press unsubscribe mail automatic; the token decides
+    if unsubscribe and (token or not _auto(msg)):
         sender = parseaddr(header_text(msg, "From"))[1].lower() or "no sender"
         detail = "unsubscribe by the List-Unsubscribe mailto:" if token else f"From: {sender}"
         return Finding("unsubscribe", detail=_short(detail), unsubscribe_token=token)

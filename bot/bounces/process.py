@@ -42,6 +42,11 @@ from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
 
+LABELS = {"unmatched": UNMATCHED}  # how a kind reads in the summary
+NOUNS = {"bounce": "a bounce", "delayed": "a delay notice", "complaint": "a complaint",
+         "unsubscribe": "an unsubscribe mail"}
+LEFT_FOR_A_PERSON = ("ignored", "unmatched")  # kinds left in the mailbox, unread
+
 
 @dataclass(frozen=True)
 class Handled:
@@ -73,12 +78,6 @@ class BounceReport:
                 + (f" ({', '.join(parts)})" if parts else "")
                 + (f"; {newly} subscriber(s) changed state" if newly else ""))
         return text + ("; dry run: nothing recorded or marked" if self.dry_run else "")
-
-
-LABELS = {"unmatched": UNMATCHED}
-NOUNS = {"bounce": "a bounce", "delayed": "a delay notice", "complaint": "a complaint",
-         "unsubscribe": "an unsubscribe mail"}
-LEFT_FOR_A_PERSON = ("ignored", "unmatched")  # kinds left in the mailbox, unread
 
 
 def mail_key(head: bytes) -> str | None:
