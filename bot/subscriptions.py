@@ -37,7 +37,7 @@ from bot.mailer import Sender, envelope_address, sender_domain, simple_message
 from bot.models import Subscriber
 from bot.models import SubscriberState as State
 from bot.templating import language, render_template
-from bot.tokens import ConfirmClaim, Tokens, UnsubscribeClaim, address_tag, confirm_url
+from bot.tokens import ConfirmClaim, Tokens, UnsubscribeClaim, address_tag, confirm_url, unsubscribe_url
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +245,24 @@ def send_confirmation(settings: Settings, tokens: Tokens, sender: Sender, sub: S
     message_id, data = simple_message(settings, sub.email, subject, text, html, message_id)
     sender.send(envelope_address(settings.from_addr), sub.email, data, message_id)
     log.info("confirmation mail for subscriber %s sent", sub.id)
+
+
+def send_unsubscribe_link(settings: Settings, tokens: Tokens, sender: Sender, sub: Subscriber) -> None:
+    """Mail ``sub`` the signed one-click unsubscribe link: the answer to a token-less
+    unsubscribe mail from their address (``bot.bounces.apply.link_request``). It goes
+    to the address we hold, never to a reply address, and changes no state."""
+    link = unsubscribe_url(settings.base_url, tokens.unsubscribe_token(sub.id, sub.email_key))
+    context = {"title": settings.title, "link": link, "home": settings.base_url.rstrip("/") + "/",
+               "address": sub.email}
+    code = settings.language
+    subject = language(code).gettext("Your unsubscribe link for “%(title)s”", title=settings.title)
+    message_id = f"<{tokens.mail_id(sub.id, sub.email_key)}@{sender_domain(settings.from_addr)}>"
+    message_id, data = simple_message(settings, sub.email, subject,
+                                      render_template(code, "mail/unsubscribe_link.txt", **context),
+                                      render_template(code, "mail/unsubscribe_link.html", **context),
+                                      message_id)
+    sender.send(envelope_address(settings.from_addr), sub.email, data, message_id)
+    log.info("unsubscribe link for subscriber %s mailed", sub.id)
 
 
 # --- CSV import and export ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ is deleted."""
 from __future__ import annotations
 
 import email
+import email.policy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -487,7 +488,7 @@ def forged_mails(fresh_db: FreshDB) -> list[bytes]:
 
 
 def test_forged_reports_change_nobody(fresh_db: FreshDB, sent: dict[str, Original],
-                                      dovecot_server: dovecot.Dovecot,
+                                      dovecot_server: dovecot.Dovecot, tmp_path: Path,
                                       deliverability: Callable[..., Settings]) -> None:
     """Items 1-3 of issue 32, through IMAP and the command: every forged mail
     is counted 'unmatched, ignored', left unread for a person, and nobody's
@@ -499,11 +500,15 @@ def test_forged_reports_change_nobody(fresh_db: FreshDB, sent: dict[str, Origina
            "DIGESTBOT_SECRET_KEY": "test-secret-key-not-for-production", "DIGESTBOT_CONFIG": "",
            "DIGESTBOT_FROM_ADDR": FROM_ADDR, "DIGESTBOT_BOUNCE_ADDRESS": BOUNCE,
            "DIGESTBOT_VERP": "true", "DIGESTBOT_MAX_HARD_FAILURES": "3",
-           "DIGESTBOT_BOUNCE_MAILBOX": dovecot_server.url("imap")}
+           "DIGESTBOT_BOUNCE_MAILBOX": dovecot_server.url("imap"),
+           "DIGESTBOT_OUTBOX_DIR": str(tmp_path / "outbox")}
     result = CliRunner().invoke(cli, ["bounces", "process"], env=env, catch_exceptions=False)
     print(result.output)
     assert result.exit_code == 0, result.output
     assert f"{len(mails)} mail(s) read ({len(mails)} unmatched, ignored)" in result.output
+    # the token-less mail 'from' victim3 mails victim3 the signed link, and nothing else
+    mailed = [email.message_from_bytes(p.read_bytes()) for p in (tmp_path / "outbox").glob("*.eml")]
+    assert [m["To"] for m in mailed] == [VICTIMS[2]]
     assert "changed state" not in result.output
     assert (states(fresh_db), deliveries(fresh_db)) == before
     assert all(flags == {IGNORED_KEYWORD} for flags in dovecot_server.flags().values())
@@ -515,6 +520,54 @@ def test_forged_reports_change_nobody(fresh_db: FreshDB, sent: dict[str, Origina
     assert json.loads(status.output)["bounces"]["unmatched_ignored"] == len(mails)
     table = CliRunner().invoke(cli, ["status", "--format", "table"], env=env, catch_exceptions=False)
     assert f"{len(mails)} unmatched, ignored" in " ".join(table.output.split())
+
+
+def tokenless_unsubscribe(who: str, n: int) -> bytes:
+    """An unsubscribe mail as the mailto: of digests sent before it carried a token
+    (``?subject=unsubscribe``) makes it: 'from' ``who``, which anyone can write."""
+    return fill("unsubscribe-mailto.eml", {
+        "{{BOUNCE}}": BOUNCE, "{{RCPT}}": who, "{{UNSUBSCRIBE_SUBJECT}}": "unsubscribe",
+        "{{DATE}}": "Mon, 28 Sep 2026 09:22:03 +0200"}).replace("<CAF3x9Q+unsub.", f"<old{n}.").encode()
+
+
+def test_an_old_mailto_link_works_in_two_steps(fresh_db: FreshDB, sent: dict[str, Original],
+                                               dovecot_server: dovecot.Dovecot, tmp_path: Path,
+                                               deliverability: Callable[..., Settings]) -> None:
+    """A token-less unsubscribe mail (a mailto: link already sent) unsubscribes
+    nobody; the subscriber its From: names is mailed the signed one-click link,
+    once a week at most, and following that link unsubscribes them. A From:
+    nobody is subscribed under gets no mail."""
+    leaver = "leaver@example.com"
+    settings = deliverability(bounce_mailbox=dovecot_server.url("imap"))
+    outbox = tmp_path / "outbox"
+    dovecot_server.deliver([tokenless_unsubscribe(leaver, 1), tokenless_unsubscribe("stranger@example.net", 2)])
+    before = states(fresh_db)
+    report = process_bounces(settings, fresh_db.factory, sender=mailer.OutboxSender(outbox))
+    assert [h.kind for h in report.handled] == ["unmatched", "unmatched"], report.summary()
+    assert states(fresh_db) == before
+    mailed = [email.message_from_bytes(p.read_bytes(), policy=email.policy.default) for p in outbox.glob("*.eml")]
+    assert [m["To"] for m in mailed] == [leaver]
+    body = mailed[0].get_body(preferencelist=("plain",))  # type: ignore[attr-defined]
+    assert body is not None
+    link = re.search(r"https://\S+/unsubscribe/(\S+)", body.get_content())
+    assert link is not None
+    claim = Tokens.from_settings(settings).read_unsubscribe(link.group(1))
+    with fresh_db.factory() as session:
+        sub = subscribers.subscriber_by_key(session, leaver)
+        assert sub is not None and claim.subscriber_id == sub.id
+        assert subscriptions.unsubscribe(session, claim, datetime.now(UTC))
+        session.commit()
+    assert states(fresh_db)[leaver][0] == "unsubscribed"
+
+    # a second such mail within the week mails nothing more (forged ones cannot flood a reader)
+    with fresh_db.factory() as session:
+        sub = subscribers.subscriber_by_key(session, leaver)
+        assert sub is not None
+        subscriptions.set_state(sub, "confirmed", datetime.now(UTC))
+        session.commit()
+    dovecot_server.deliver([tokenless_unsubscribe(leaver, 3)])
+    process_bounces(settings, fresh_db.factory, sender=mailer.OutboxSender(outbox))
+    assert len(list(outbox.glob("*.eml"))) == 1
 
 
 def legitimate_mails(sent: dict[str, Original]) -> dict[str, bytes]:

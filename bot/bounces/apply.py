@@ -28,6 +28,13 @@ What a matched finding does:
 - unsubscribe: a confirmed or pending subscriber becomes 'unsubscribed'
   (reason 'mail').
 
+A token-less unsubscribe mail (the ``mailto:`` of digests sent before it
+carried a token) stays unmatched, but when its From: address is a confirmed or
+pending subscriber the outcome asks for the signed one-click link to be mailed
+to that subscriber's own address (``Outcome.ask``), at most once per
+``LINK_INTERVAL``: the old links keep working in two steps, and a forged From:
+can do no more than mail the real reader a link they may ignore.
+
 Functions take a Session and leave committing to the caller, so the outcome
 and the record of the mail (``mailbox_messages``) are one transaction.
 """
@@ -35,7 +42,7 @@ and the record of the mail (``mailbox_messages``) are one transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -43,11 +50,13 @@ from sqlalchemy.orm import Session
 from bot import subscriptions
 from bot.bounces.classify import Finding
 from bot.mailer import verp
-from bot.models import Delivery, Subscriber
+from bot.models import Delivery, MailboxMessage, Subscriber
 from bot.models import SubscriberState as State
 from bot.tokens import TokenError, TokenExpired, Tokens, address_tag
 
 RECENT = 50  # deliveries looked at for a run of bounces
+LINK_INTERVAL = timedelta(days=7)  # one mailed unsubscribe link per subscriber in this time
+LINK_ASKED = "mailed the signed unsubscribe link to the subscriber's own address"
 UNMATCHED = "unmatched, ignored"
 
 
@@ -69,6 +78,7 @@ class Outcome:
     address: str | None
     change: str  # e.g. 'counted 1/3', 'now bounced', 'now complained', UNMATCHED
     why: str = ""  # for an unmatched finding: what evidence it lacked
+    ask: Subscriber | None = None  # mail this subscriber the signed unsubscribe link
 
     @property
     def unmatched(self) -> bool:
@@ -120,6 +130,26 @@ def unsubscriber(session: Session, finding: Finding, tokens: Tokens) -> tuple[Su
     return sub, ""
 
 
+def link_request(session: Session, finding: Finding, now: datetime) -> Subscriber | None:
+    """The subscriber to mail the signed unsubscribe link, for a token-less
+    unsubscribe mail from their address; None when nobody is subscribed under
+    it or they were mailed the link within ``LINK_INTERVAL`` (an unmatched
+    mail records a subscriber only when it asked for the link)."""
+    if finding.kind != "unsubscribe" or finding.unsubscribe_token or not finding.claimed_sender:
+        return None
+    try:
+        key = subscriptions.normalize_address(finding.claimed_sender).lower()
+    except subscriptions.AddressError:
+        return None
+    sub = session.scalar(select(Subscriber).where(Subscriber.email_key == key))
+    if sub is None or sub.status not in (State.CONFIRMED, State.PENDING):
+        return None
+    recent = session.scalar(select(MailboxMessage.id).where(
+        MailboxMessage.subscriber_id == sub.id, MailboxMessage.kind == "unmatched",
+        MailboxMessage.processed_at >= now - LINK_INTERVAL).limit(1))
+    return None if recent is not None else sub
+
+
 def match(session: Session, finding: Finding,
           trust: Trust) -> tuple[Subscriber | None, Delivery | None, str]:
     """Whom the bot's own evidence in ``finding`` names: (subscriber, delivery,
@@ -143,7 +173,10 @@ def apply_finding(session: Session, finding: Finding, *, trust: Trust, max_failu
         return Outcome(None, None, None, "left in the mailbox")
     sub, delivery, why = match(session, finding, trust)
     if sub is None:
-        return Outcome(None, None, None, UNMATCHED, why)
+        ask = link_request(session, finding, now)
+        if ask is not None:
+            why = f"{why}; {LINK_ASKED}"
+        return Outcome(None, None, None, UNMATCHED, why, ask=ask)
     address = str(sub.email)
     if finding.kind == "bounce":
         change = _bounce(session, sub, delivery, finding, max_failures, now)

@@ -66,6 +66,9 @@ class Finding:
     tokens: tuple[str, ...] = ()  # VERP tokens from the addresses it came to
     detail: str = ""  # the diagnostic, or why it was ignored
     unsubscribe_token: str | None = None  # the signed token in an unsubscribe mail's subject
+    # a token-less unsubscribe mail's From: address (the mailto: of digests sent before the token):
+    # a claim only, used to mail that subscriber the signed link, never to unsubscribe anyone
+    claimed_sender: str | None = None
 
 
 def parse(raw: bytes) -> Message:
@@ -99,7 +102,8 @@ def classify(msg: Message, verp_base: str | None = None) -> Finding:
     if unsubscribe and (token or not _auto(msg)):
         sender = parseaddr(header_text(msg, "From"))[1].lower() or "no sender"
         detail = "unsubscribe by the List-Unsubscribe mailto:" if token else f"From: {sender}"
-        return Finding("unsubscribe", detail=_short(detail), unsubscribe_token=token)
+        return Finding("unsubscribe", detail=_short(detail), unsubscribe_token=token,
+                       claimed_sender=None if token or sender == "no sender" else sender)
     why = "an automatic reply" if _auto(msg) else "not a bounce, complaint or unsubscribe"
     return Finding("ignored", detail=why)
 

@@ -30,14 +30,16 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from bot import subscriptions
 from bot.bounces.apply import UNMATCHED, Trust, apply_finding
 from bot.bounces.classify import MAX_DETAIL, Finding, classify, header_text, parse
 from bot.bounces.mailboxes import TRANSPORT_ERRORS, Mailbox, MailboxError, MailItem, open_mailbox
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.mailer import sender_domain
-from bot.mailer.outgoing import bounce_address
-from bot.models import MailboxMessage
+from bot.mailer import Sender
+from bot.mailer.outgoing import bounce_address, make_sender
+from bot.models import MailboxMessage, Subscriber
 from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
@@ -94,8 +96,10 @@ def mail_key(head: bytes) -> str | None:
 
 def process_bounces(settings: Settings, factory: sessionmaker[Session], *,
                     mailbox: Mailbox | None = None, dry_run: bool = False,
-                    now: datetime | None = None) -> BounceReport:
-    """Read ``DIGESTBOT_BOUNCE_MAILBOX`` (or ``mailbox``) once; see the module docstring."""
+                    now: datetime | None = None, sender: Sender | None = None) -> BounceReport:
+    """Read ``DIGESTBOT_BOUNCE_MAILBOX`` (or ``mailbox``) once; see the module docstring.
+    ``sender`` mails the signed unsubscribe links that token-less unsubscribe mails
+    ask for (default: the configured transport, opened when first needed)."""
     if mailbox is None:
         if not settings.bounce_mailbox:
             raise ConfigError("no bounce mailbox is set",
@@ -106,10 +110,11 @@ def process_bounces(settings: Settings, factory: sessionmaker[Session], *,
     verp_base = bounce_address(settings) if settings.verp else None
     clock = (lambda: now.timestamp()) if now else time.time
     trust = Trust(sender_domain(settings.from_addr), Tokens.from_settings(settings, clock=clock))
+    links = _LinkMailer(settings, trust.tokens, sender)
     try:
         for item in mailbox.unmarked():
             handled, understood = _handle(factory, item, verp_base, trust, settings,
-                                          now or datetime.now(UTC), dry_run)
+                                          now or datetime.now(UTC), dry_run, links)
             report.handled.append(handled)
             if not dry_run and understood is not None:
                 mailbox.mark(item, understood)
@@ -119,13 +124,14 @@ def process_bounces(settings: Settings, factory: sessionmaker[Session], *,
                                 "not handled twice") from None
     finally:
         mailbox.close()
+        links.close()
     log.info("%s", report.summary())
     return report
 
 
 def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | None,
             trust: Trust, settings: Settings, now: datetime,
-            dry_run: bool) -> tuple[Handled, bool | None]:
+            dry_run: bool, links: _LinkMailer) -> tuple[Handled, bool | None]:
     """Classify, apply and record one mail; (what happened, understood?)."""
     key = mail_key(item.head)
     raw = None
@@ -154,7 +160,8 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
                 key=key, kind=kind, message_id=header_text(msg, "Message-ID")[:300] or None,
                 sender=header_text(msg, "From")[:320] or None, subject=subject[:500] or None,
                 address=outcome.address,
-                subscriber_id=outcome.subscriber.id if outcome.subscriber else None,
+                subscriber_id=(outcome.subscriber or outcome.ask).id
+                if (outcome.subscriber or outcome.ask) else None,
                 digest_id=outcome.delivery.digest_id if outcome.delivery else None,
                 detail=detail or None, processed_at=now))
             session.flush()
@@ -162,7 +169,9 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
             if dry_run:
                 session.rollback()
             else:
-                session.commit()
+                session.commit()  # recorded before the link is mailed: at most one link
+                if outcome.ask is not None:
+                    links.send(outcome.ask)
         except IntegrityError:  # another reader recorded it first
             session.rollback()
             return Handled("seen before", subject, None, "nothing (handled meanwhile)", ""), None
@@ -171,6 +180,26 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
     elif kind != "ignored":
         log.info("%s for %s: %s (%s)", kind, outcome.address, outcome.change, detail)
     return handled, kind not in LEFT_FOR_A_PERSON
+
+
+class _LinkMailer:
+    """Mails signed unsubscribe links, opening the transport when first needed."""
+
+    def __init__(self, settings: Settings, tokens: Tokens, sender: Sender | None) -> None:
+        self.settings, self.tokens, self.sender = settings, tokens, sender
+        self._opened = False
+
+    def send(self, sub: Subscriber) -> None:
+        if self.sender is None:
+            self.sender, self._opened = make_sender(self.settings), True
+        try:
+            subscriptions.send_unsubscribe_link(self.settings, self.tokens, self.sender, sub)
+        except Exception as exc:  # the mail is recorded; a lost link is logged, not retried
+            log.warning("could not mail the unsubscribe link to subscriber %s: %s", sub.id, exc)
+
+    def close(self) -> None:
+        if self._opened and self.sender is not None:
+            self.sender.close()
 
 
 def _verdict(finding: Finding, unmatched_because: str | None) -> tuple[str, str]:
