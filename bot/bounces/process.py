@@ -36,8 +36,7 @@ from bot.bounces.classify import MAX_DETAIL, Finding, classify, header_text, par
 from bot.bounces.mailboxes import TRANSPORT_ERRORS, Mailbox, MailboxError, MailItem, open_mailbox
 from bot.config import Settings
 from bot.errors import ConfigError
-from bot.mailer import sender_domain
-from bot.mailer import Sender
+from bot.mailer import Sender, sender_domain
 from bot.mailer.outgoing import bounce_address, make_sender
 from bot.models import MailboxMessage, Subscriber
 from bot.tokens import Tokens
