@@ -159,8 +159,7 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
                 key=key, kind=kind, message_id=header_text(msg, "Message-ID")[:300] or None,
                 sender=header_text(msg, "From")[:320] or None, subject=subject[:500] or None,
                 address=outcome.address,
-                subscriber_id=(outcome.subscriber or outcome.ask).id
-                if (outcome.subscriber or outcome.ask) else None,
+                subscriber_id=_named(outcome.subscriber or outcome.ask),
                 digest_id=outcome.delivery.digest_id if outcome.delivery else None,
                 detail=detail or None, processed_at=now))
             session.flush()
@@ -179,6 +178,10 @@ def _handle(factory: sessionmaker[Session], item: MailItem, verp_base: str | Non
     elif kind != "ignored":
         log.info("%s for %s: %s (%s)", kind, outcome.address, outcome.change, detail)
     return handled, kind not in LEFT_FOR_A_PERSON
+
+
+def _named(sub: Subscriber | None) -> int | None:
+    return sub.id if sub is not None else None
 
 
 class _LinkMailer:
