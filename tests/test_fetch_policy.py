@@ -146,7 +146,7 @@ def test_a_redirect_from_a_public_address_to_loopback_is_refused(feed_server, pu
     message = refused.value.message
     assert message.startswith(outer + ": refused to connect to 127.0.0.1 port")
     assert f"redirected to {inner}" in message and netpolicy.REDIRECT_RULE in message
-    assert "127.0.0.2 before" in message
+    assert "(after 127.0.0.2)" in message
     assert [path for path, _ in feed_server.requests] == ["/inner.xml"]  # once, when named
     assert [path for path, _ in public_server.requests] == ["/feed.xml"]
 

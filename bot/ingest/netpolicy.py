@@ -30,7 +30,7 @@ import contextvars
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpcore
@@ -123,7 +123,7 @@ class FetchPolicy:
         if self.private == "deny":
             return DENIED_RULE
         if chain.public_seen:
-            return REDIRECT_RULE + f" ({chain.public_seen} before)"
+            return REDIRECT_RULE + f" (after {chain.public_seen})"
         return None
 
 
@@ -134,7 +134,6 @@ class Chain:
     feed: str = ""  # the feed's URL, where the chain starts
     url: str = ""  # the request being made (the feed's URL, then each redirect's)
     public_seen: str | None = None  # the first public address connected to
-    connected: list[str] = field(default_factory=list)  # every address connected to, in order
 
 
 CHAIN: contextvars.ContextVar[Chain] = contextvars.ContextVar("digestbot_fetch_chain")
@@ -176,7 +175,6 @@ class PolicyBackend(httpcore.AsyncNetworkBackend):
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
                 continue
-            chain.connected.append(str(address))
             if chain.public_seen is None and self.policy.classify(address) == PUBLIC:
                 chain.public_seen = str(address)
             return stream
