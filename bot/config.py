@@ -68,6 +68,9 @@ class Settings:
     feed_alert_after: int = 3
     admin_email: str | None = None  # who hears of a broken feed (and other notices to the admin)
     user_agent: str = "digestbot/0.1 (+https://github.com/digestbot/digestbot)"
+    # a feed on a private or loopback address (an RSSHub next to the bot): "allow" when the
+    # operator names it, "deny" never; see docs/security-network.md
+    feed_private: str = "allow"
 
     # digest
     themes_file: str | None = None
@@ -86,8 +89,9 @@ class Settings:
     base_url: str = "http://127.0.0.1:8000"
     host: str = "127.0.0.1"
     port: int = 8000
-    # reverse proxies whose X-Forwarded-For names the client (addresses or networks)
-    trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
+    # reverse proxies whose X-Forwarded-For names the client (addresses or networks);
+    # none by default: the connection's peer is the client
+    trusted_proxies: tuple[str, ...] = ()
     secret_key: str | None = None
     confirm_ttl_hours: int = 72
     unsubscribe_ttl_days: int = 365
@@ -298,6 +302,9 @@ def _validate(s: Settings) -> None:
         raise bad("smtp_security", f"{s.smtp_security!r} is not one of starttls, ssl, none")
     if urlsplit(s.base_url).scheme not in ("http", "https") or not urlsplit(s.base_url).hostname:
         raise bad("base_url", f"{s.base_url!r} must start with http:// or https://")
+    if s.feed_private not in ("allow", "deny"):
+        raise bad("feed_private", f"{s.feed_private!r} is not allow or deny",
+                  "allow: a private or loopback feed the operator names is fetched; deny: never")
     for proxy in s.trusted_proxies:
         try:
             ipaddress.ip_network(proxy, strict=False)

@@ -9,12 +9,16 @@
   outbox / to the real SMTP server ``smtp_server`` (tests/smtp.py).
 - ``digestbot``: the installed command in a real process (helpers.Digestbot).
 - ``feed_server``: a real HTTP server on 127.0.0.1 whose routes a test scripts.
+- ``loopback_only`` (every test): fails a test that tried to connect outside
+  127.0.0.0/8 and ::1 (``OffLoopback``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -177,9 +181,11 @@ class Route:
 
 
 class FeedServer:
-    """A scripted HTTP server on 127.0.0.1 that records every request."""
+    """A scripted HTTP server on 127.0.0.1 (or another loopback ``host``) that
+    records every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.routes: dict[str, Route] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         server = self
@@ -209,7 +215,7 @@ class FeedServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         # shutdown() waits for the loop's next look at its stop flag: every 10 ms,
         # not serve_forever's default 0.5 s that every test using this server paid
@@ -217,22 +223,113 @@ class FeedServer:
                                        daemon=True)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_port}{path}"
+        return f"http://{self.host}:{self.httpd.server_port}{path}"
 
     def serve(self, path: str, body: bytes, **kwargs: Any) -> str:
         self.routes[path] = Route(body=body, **kwargs)
         return self.url(path)
 
 
+@contextlib.contextmanager
+def serving(host: str = "127.0.0.1") -> Iterator[FeedServer]:
+    """A running ``FeedServer`` on ``host``, shut down afterwards."""
+    server = FeedServer(host)
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
 @pytest.fixture
 def feed_server() -> Iterator[FeedServer]:
-    server = FeedServer()
-    server.thread.start()
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    with serving() as server:
+        yield server
 
 
 @pytest.fixture
 def feed_bytes() -> bytes:
     return FEED_FIXTURE.read_bytes()
+
+
+# --- loopback only ------------------------------------------------------------------------
+
+class OffLoopback:
+    """Every attempt of this process to open a connection (or send a datagram)
+    to an address outside 127.0.0.0/8 and ::1. The attempt itself is refused
+    (OSError) and ``loopback_only`` fails the test that made it, even when the
+    code under test caught the error.
+
+    Host names count as outside, ``localhost`` apart: resolving a name in
+    ``connect`` would already ask a DNS server. AF_UNIX sockets are allowed.
+    Child processes (``digestbot`` run as a command) are not watched."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def check(self, sock: socket.socket, address: Any) -> None:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return
+        host = address[0] if isinstance(address, tuple) and address else address
+        if _is_loopback(host):
+            return
+        self.attempts.append(f"{host!r} (port {address[1] if isinstance(address, tuple) else '?'})")
+        raise PermissionError(f"the test suite talks to loopback only, not to {host!r}")
+
+
+def _is_loopback(host: Any) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+OFF_LOOPBACK = OffLoopback()
+
+
+def _guard_sockets() -> None:
+    """Wrap the socket methods every client path goes through (create_connection,
+    asyncio's sock_connect and uvicorn's, smtplib, httpx via anyio all end in
+    ``socket.connect``)."""
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+    original_sendto = socket.socket.sendto
+
+    def connect(self: socket.socket, address: Any) -> None:
+        OFF_LOOPBACK.check(self, address)
+        original_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        OFF_LOOPBACK.check(self, address)
+        return original_connect_ex(self, address)
+
+    def sendto(self: socket.socket, data: Any, *args: Any) -> int:
+        OFF_LOOPBACK.check(self, args[-1])
+        return original_sendto(self, data, *args)  # type: ignore[arg-type]
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.socket.sendto = sendto  # type: ignore[method-assign,assignment]
+
+
+_guard_sockets()
+
+
+@pytest.fixture(autouse=True)
+def loopback_only() -> Iterator[OffLoopback]:
+    """Fail any test whose code tried to reach an address outside loopback."""
+    before = len(OFF_LOOPBACK.attempts)
+    yield OFF_LOOPBACK
+    tried = OFF_LOOPBACK.attempts[before:]
+    if tried:
+        pytest.fail("the test tried to connect outside loopback: " + ", ".join(tried), pytrace=False)

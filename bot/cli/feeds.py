@@ -221,7 +221,8 @@ def feeds_resume(app: App, feed: str) -> None:
 @reports_errors
 def feeds_import(app: App, file: str, backfill: bool) -> None:
     """Add every feed listed in an OPML FILE (from any feed reader; categories
-    and nesting are fine). Feeds already there are left as they are."""
+    and nesting are fine). Feeds already there are left as they are; local
+    file paths in the file are skipped (add those with `feeds add PATH`)."""
     listed = opml.read_opml_file(file)
     counts = {"added": 0, "restored": 0, "exists": 0, "skipped": 0}
     now = datetime.now(UTC)
@@ -229,7 +230,7 @@ def feeds_import(app: App, file: str, backfill: bool) -> None:
         for item in listed:
             try:
                 added = managed.add_feed(session, item.url, now, name=item.name,
-                                         backfill=backfill, rename=False)
+                                         backfill=backfill, rename=False, typed=False)
             except BotError as exc:
                 err_console.print(printable(f"skipped: {exc.message}"), markup=False)
                 counts["skipped"] += 1

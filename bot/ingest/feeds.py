@@ -64,12 +64,23 @@ class Removed:
     deleted: int
 
 
-def check_url(url: str) -> str:
-    """The normalised address, or a BotError saying what is wrong with it."""
+def check_url(url: str, *, typed: bool = True) -> str:
+    """The normalised address, or a BotError saying what is wrong with it.
+
+    A local file path is accepted only when ``typed``: the operator wrote it
+    (a CLI argument, DIGESTBOT_FEED_URLS). A path that comes from somewhere
+    else (an OPML file's contents, the web console) is refused: whoever wrote
+    that file must not make the bot read ``/etc/shadow`` and print what its
+    parser made of it."""
     url = url.strip()
     if not url:
         raise BotError("no feed URL given", hint="give an http(s) URL or a file path")
     scheme = urlsplit(url).scheme.lower()
+    if not typed and is_local(url):
+        raise BotError(f"{url!r} is a local file path, refused here: a local feed is only "
+                       "accepted where the operator types it",
+                       hint="add a local feed file with `digestbot feeds add PATH` or "
+                            "DIGESTBOT_FEED_URLS")
     if not is_local(url) and scheme not in ("http", "https"):
         raise BotError(f"{url!r} is neither an http(s) URL nor a file path",
                        hint="a feed is fetched over http(s) or read from a local file")
@@ -84,10 +95,11 @@ def any_digest(session: Session) -> bool:
 
 
 def add_feed(session: Session, url: str, now: datetime, *, name: str | None = None,
-             backfill: bool = False, rename: bool = True) -> Added:
+             backfill: bool = False, rename: bool = True, typed: bool = True) -> Added:
     """Add a feed, or restore a removed one; a feed already there is left as it is
-    (apart from a new name, if one is given and ``rename``)."""
-    normal = check_url(url)
+    (apart from a new name, if one is given and ``rename``). ``typed``: the
+    operator wrote ``url`` (see ``check_url``); False for an OPML file or a form."""
+    normal = check_url(url, typed=typed)
     feed = session.scalar(select(Feed).where(Feed.url == normal))
     name = (name or "").strip()[:200] or None
     if feed is not None and feed.status != FeedState.REMOVED.value:

@@ -2,7 +2,9 @@
 
 httpx rather than feedparser's own fetcher, so that we control what an
 unattended poller needs: timeouts, a size cap, a redirect limit, a descriptive
-User-Agent and conditional GET.
+User-Agent, conditional GET, and the fetch policy (``bot.ingest.netpolicy``:
+which addresses a connection may go to, checked at every redirect hop on the
+address actually connected to).
 
 Every fetch has a **total deadline** (``FetchOptions.timeout``): a read
 timeout only bounds the wait for the next byte, so a server that trickles one
@@ -37,6 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from bot.errors import FeedError
+from bot.ingest.netpolicy import CHAIN, AddressRefused, Chain, FetchPolicy, PolicyTransport
 
 T = TypeVar("T")
 
@@ -49,6 +52,7 @@ class FetchOptions:
     max_bytes: int = 10_000_000
     max_redirects: int = 5
     user_agent: str = "digestbot"
+    policy: FetchPolicy = FetchPolicy()  # which addresses a connection may go to (bot.ingest.netpolicy)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ class Fetcher:
     async def _make_client(self) -> httpx.AsyncClient:
         timeout = self.options.timeout
         return httpx.AsyncClient(
+            transport=PolicyTransport(self.options.policy),
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             follow_redirects=True,
             max_redirects=self.options.max_redirects,
@@ -190,6 +195,7 @@ async def _fetch_http(
     client: httpx.AsyncClient, url: str, options: FetchOptions, etag: str | None,
     last_modified: str | None,
 ) -> FetchResult:
+    CHAIN.set(Chain(feed=url))  # this task's redirect chain, for the fetch policy
     headers = {}
     if etag:
         headers["If-None-Match"] = etag
@@ -209,6 +215,8 @@ async def _fetch_http(
                 last_modified=response.headers.get("last-modified"),
                 content_type=response.headers.get("content-type"),
             )
+    except AddressRefused as exc:
+        raise AddressRefused(f"{url}: {exc.message}", hint=exc.hint) from None
     except httpx.TooManyRedirects:
         raise FeedError(f"{url}: more than {options.max_redirects} redirects",
                         hint="the server redirects in a loop; check the feed URL in a browser") from None

@@ -16,6 +16,7 @@ from bot.db import transaction
 from bot.errors import FeedError
 from bot.ingest import alerts, feeds, queries
 from bot.ingest import fetch as fetching
+from bot.ingest.netpolicy import FetchPolicy
 from bot.ingest.parse import parse
 from bot.ingest.result import PollResult
 
@@ -32,6 +33,7 @@ def fetch_options(settings: Settings) -> fetching.FetchOptions:
         max_bytes=settings.max_feed_bytes,
         max_redirects=settings.max_redirects,
         user_agent=settings.user_agent,
+        policy=FetchPolicy(private=settings.feed_private),
     )
 
 

@@ -102,3 +102,38 @@ class SharedWindow:
         session.execute(delete(RateHit).where(
             RateHit.bucket > f"{self.name}:", RateHit.bucket < f"{self.name};",
             RateHit.at <= now - timedelta(seconds=self.seconds)))
+
+
+class FailureLog:
+    """Failed attempts per key (a client address, an account) in ``rate_hits``,
+    shared by every instance like ``SharedWindow``'s hits, forgotten after
+    ``seconds``. It only counts: what to do with the count is the caller's
+    (the admin login waits longer the more failures there are). Database I/O:
+    call it off the event loop."""
+
+    def __init__(self, factory: sessionmaker[Session], name: str, seconds: float,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.window = SharedWindow(factory, name, 0, seconds, clock)
+
+    def recent(self, key: str) -> tuple[int, datetime | None]:
+        """The failures within the window, and when the last one was."""
+        window = self.window
+        since = window.clock() - timedelta(seconds=window.seconds)
+        with window.factory() as session:
+            count, last = session.execute(
+                select(func.count(), func.max(RateHit.at))
+                .where(RateHit.bucket == window.bucket(key), RateHit.at > since)).one()
+        return int(count or 0), last
+
+    def record(self, key: str) -> None:
+        window = self.window
+        now = window.clock()
+        with window.factory() as session:
+            window._maybe_prune(session, now)
+            session.execute(insert(RateHit).values(bucket=window.bucket(key), at=now))
+            session.commit()
+
+    def clear(self, key: str) -> None:
+        with self.window.factory() as session:
+            session.execute(delete(RateHit).where(RateHit.bucket == self.window.bucket(key)))
+            session.commit()

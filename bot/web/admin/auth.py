@@ -14,38 +14,53 @@ a login rate limit, and the headers every console answer carries.
   is refused (403) before anything else happens. The login form has one
   too (the anonymous cookie holds it), so nobody can log a browser in
   under their own session.
-- Login attempts are counted per client address and in total, in the
-  database (``bot.web.limits``: every instance shares the count); over the
-  limit the answer is 429 and the password is not even checked.
+- Wrong passwords slow the next attempts, never refuse them: failures are
+  counted per client address and for the account, in the database
+  (``bot.web.limits.FailureLog``: every instance shares the count), and an
+  attempt after ``LOGIN_FREE`` recent failures waits (``login_wait``: doubling,
+  at most ``LOGIN_MAX_WAIT`` seconds) before its password is checked. One
+  address's attempts are checked one at a time, so waiting cannot be dodged by
+  sending many at once; more than ``LOGIN_QUEUE`` waiting from one address get
+  429. The right password therefore always gets in within a few seconds, from
+  an address that is not the flood's, however long the flood goes on. The
+  client's address is the connection's peer; ``X-Forwarded-For`` only counts
+  from DIGESTBOT_TRUSTED_PROXIES (``bot.web.security.client_ip``).
 - Anonymous requests: a browser (Accept: text/html) is sent to the login
   page, anything else gets 401.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from bot.passwords import admin_password_hash, verify_password
 from bot.tokens import load_secret_key
-from bot.web.limits import SharedWindow
+from bot.web.limits import FailureLog
 from bot.web.security import client_ip
 from bot.web.site import Site
 
 COOKIE = "digestbot_admin"
 SALT = "digestbot-admin-session"
-LOGIN_PER_IP = (10, 600.0)  # attempts per client address in 10 minutes
-LOGIN_TOTAL = (60, 600.0)  # attempts from everywhere in 10 minutes
+LOGIN_FREE = 5  # recent wrong passwords (per address, and for the account) before any wait
+LOGIN_FIRST_WAIT = 0.5  # seconds; doubled with each further failure
+LOGIN_MAX_WAIT = 4.0  # an attempt never waits longer than this
+LOGIN_WINDOW = 900.0  # failures older than this are forgotten
+LOGIN_QUEUE = 3  # attempts from one address waiting at once; more get 429
+ACCOUNT = "admin"  # the console's one account
 
 # On every console answer: never cached, never framed by another site, no
 # referrer, and a content security policy that allows only our own script
@@ -77,18 +92,36 @@ class Session:
         return {"c": self.csrf, "u": self.user, "s": self.since, "k": self.key, "f": self.flash}
 
 
+def login_wait(failures: int, since_last: float) -> float:
+    """How long an attempt waits after ``failures`` recent wrong passwords, the
+    last ``since_last`` seconds ago: nothing for the first ``LOGIN_FREE``, then
+    ``LOGIN_FIRST_WAIT`` doubling up to ``LOGIN_MAX_WAIT``, counted from the
+    last failure (time that has passed since is not waited again)."""
+    if failures < LOGIN_FREE:
+        return 0.0
+    wait = min(LOGIN_MAX_WAIT, LOGIN_FIRST_WAIT * 2 ** min(failures - LOGIN_FREE, 16))
+    return max(0.0, wait - max(0.0, since_last))
+
+
+class TooManyWaiting(Exception):
+    """More than ``LOGIN_QUEUE`` attempts from one address are waiting already."""
+
+
 @dataclass
 class Admin:
-    """The console's shared parts; one per app (``app.state.admin``)."""
+    """The console's shared parts; one per app (``app.state.admin``).
+
+    ``clock`` and ``sleep`` are the login's sense of time: tests pass their own."""
 
     site: Site
     clock: Callable[[], float] = time.time
-    per_ip: SharedWindow = field(init=False)
-    total: SharedWindow = field(init=False)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    failures: FailureLog = field(init=False)
 
     def __post_init__(self) -> None:
-        self.per_ip = SharedWindow(self.site.factory, "login-ip", *LOGIN_PER_IP)
-        self.total = SharedWindow(self.site.factory, "login-total", *LOGIN_TOTAL)
+        self.failures = FailureLog(self.site.factory, "login-failed", LOGIN_WINDOW,
+                                   clock=lambda: datetime.fromtimestamp(self.clock(), UTC))
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # per address: its lock, waiting
         self._serializer = URLSafeTimedSerializer(load_secret_key(self.site.settings), salt=SALT)
 
     # --- the password ----------------------------------------------------------------
@@ -104,10 +137,47 @@ class Admin:
         stored = self.password_hash()
         return bool(stored) and verify_password(stored or "", password)
 
-    def may_try_login(self, request: Request) -> bool:
-        """Counts the attempt in the database: call it off the event loop."""
-        client = client_ip(request, self.site.settings.trusted_proxies)  # behind a proxy: the real client
-        return self.per_ip.allow(client) and self.total.allow("*")
+    def client(self, request: Request) -> str:
+        """Who is logging in: behind a trusted proxy, the client it names."""
+        return client_ip(request, self.site.settings.trusted_proxies)
+
+    async def try_login(self, client: str, password: str) -> bool:
+        """Wait as the failures ask (``login_wait``), then check ``password``;
+        one attempt per address at a time. TooManyWaiting if the queue is full."""
+        lock, waiting = self._turns.get(client, (asyncio.Lock(), 0))
+        if waiting >= LOGIN_QUEUE:
+            raise TooManyWaiting(client)
+        self._turns[client] = (lock, waiting + 1)
+        try:
+            async with lock:
+                await self.sleep(await run_in_threadpool(self.login_delay, client))
+                right = await run_in_threadpool(self.check_password, password)  # argon2: slow
+                await run_in_threadpool(self._after_attempt, client, right)
+                return right
+        finally:
+            lock, waiting = self._turns[client]
+            if waiting <= 1:
+                del self._turns[client]
+            else:
+                self._turns[client] = (lock, waiting - 1)
+
+    def login_delay(self, client: str) -> float:
+        """The wait before this address's next attempt: the longer of its own and
+        the account's (database I/O: off the event loop)."""
+        now = self.clock()
+        waits = [0.0]
+        for key in (f"ip:{client}", f"account:{ACCOUNT}"):
+            count, last = self.failures.recent(key)
+            if last is not None:
+                waits.append(login_wait(count, now - last.timestamp()))
+        return max(waits)
+
+    def _after_attempt(self, client: str, right: bool) -> None:
+        if right:  # the address is the admin's: its own failures are forgiven
+            self.failures.clear(f"ip:{client}")
+            return
+        self.failures.record(f"ip:{client}")
+        self.failures.record(f"account:{ACCOUNT}")
 
     # --- the cookie ----------------------------------------------------------------
 

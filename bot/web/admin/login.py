@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from importlib import resources
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.web.admin.auth import Session, admin_of
+from bot.web.admin.auth import LOGIN_MAX_WAIT, Session, TooManyWaiting, admin_of
 from bot.web.admin.base import field, page, route
 
 log = logging.getLogger(__name__)
@@ -31,18 +31,20 @@ async def login(request: Request, session: Session) -> Response:
     admin = admin_of(request)
     form = await request.form()
     target = admin.safe_next(field(form, "next", 2000))
-    if not await run_in_threadpool(admin.may_try_login, request):
-        log.warning("admin login: too many attempts from %s", request.client.host if request.client else "?")
+    client = admin.client(request)
+    try:
+        right = await admin.try_login(client, field(form, "password", 1000))
+    except TooManyWaiting:
+        log.warning("admin login: too many attempts at once from %s", client)
         response = page(request, admin, session, "login.html", status=429, next=target,
-                        error="Too many login attempts. Wait a few minutes and try again.")
-        response.headers["Retry-After"] = "600"
+                        error="Too many login attempts at once. Wait a few seconds and try again.")
+        response.headers["Retry-After"] = str(math.ceil(LOGIN_MAX_WAIT))
         return response
-    # argon2 is deliberately slow: off the event loop
-    if not await run_in_threadpool(admin.check_password, field(form, "password", 1000)):
-        log.warning("admin login: wrong password from %s", request.client.host if request.client else "?")
+    if not right:
+        log.warning("admin login: wrong password from %s", client)
         return page(request, admin, session, "login.html", status=401, next=target,
                     error="That password is not right.")
-    log.info("admin login from %s", request.client.host if request.client else "?")
+    log.info("admin login from %s", client)
     # a new session (new CSRF token) at login: a token seen before it is worth nothing after
     return admin.save(RedirectResponse(target, status_code=303), admin.new_session("admin"))
 
