@@ -381,7 +381,10 @@ class MailboxMessage(Base):
     ``key`` (a hash of its Message-ID, else of its bytes) is unique, so a mail
     is processed once even if the mailbox could not be marked (POP3 has no
     flags) or two readers ran at once. ``kind`` is bounce | delayed |
-    complaint | unsubscribe | ignored (not understood: left in the mailbox).
+    complaint | unsubscribe | ignored (not understood: left in the mailbox) |
+    unmatched (a bounce, complaint or unsubscribe without evidence the bot
+    minted: it changed nobody and is left in the mailbox; ``subscriber_id`` is
+    set only when the subscriber was mailed the signed unsubscribe link).
     """
 
     __tablename__ = "mailbox_messages"
