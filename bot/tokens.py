@@ -1,6 +1,6 @@
 """Signed, expiring tokens for the links we mail out, and the secret behind them.
 
-Two kinds, each with its own itsdangerous salt so one can never pass for the other:
+Three kinds, each with its own itsdangerous salt so one can never pass for the other:
 
 - **confirm** (``/confirm/TOKEN``): ``[subscriber id, token_nonce]``, valid for
   ``confirm_ttl_hours``. The subscriber's ``token_nonce`` is rotated on every
@@ -11,6 +11,9 @@ Two kinds, each with its own itsdangerous salt so one can never pass for the oth
   in a digest mailed months ago must keep working. The address tag (a short
   hash of the lower-cased address) ties it to that address, so a token can't
   unsubscribe a different person who later got the same row id.
+- **preferences** (``/preferences/TOKEN``, issue 36): the same claim as
+  unsubscribe under its own salt, with the same time to live: the "choose
+  your themes" link of every digest, no login needed.
 
 The secret comes from ``DIGESTBOT_SECRET_KEY``; without it one is generated on
 first use and kept in ``<var_dir>/secret_key`` (mode 0600).
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CONFIRM_SALT = "digestbot.confirm.v1"
 UNSUBSCRIBE_SALT = "digestbot.unsubscribe.v1"
+PREFERENCES_SALT = "digestbot.preferences.v1"
 SECRET_FILE = "secret_key"
 
 
@@ -95,6 +99,8 @@ class Tokens:
                                                signer_kwargs=kwargs)
         self._unsubscribe = URLSafeTimedSerializer(secret, salt=UNSUBSCRIBE_SALT, signer=signer,
                                                    signer_kwargs=kwargs)
+        self._preferences = URLSafeTimedSerializer(secret, salt=PREFERENCES_SALT, signer=signer,
+                                                   signer_kwargs=kwargs)
         self.confirm_ttl = confirm_ttl_seconds
         self.unsubscribe_ttl = unsubscribe_ttl_seconds
 
@@ -127,6 +133,18 @@ class Tokens:
         sid, tag = _load(self._unsubscribe, token, self.unsubscribe_ttl)
         if not isinstance(tag, str):
             raise TokenInvalid("this unsubscribe link is not valid")
+        return UnsubscribeClaim(sid, tag)
+
+    # preferences (the reader's theme choice) ------------------------------------
+
+    def preferences_token(self, subscriber_id: int, email_key: str) -> str:
+        return str(self._preferences.dumps([subscriber_id, address_tag(email_key)]))
+
+    def read_preferences(self, token: str) -> UnsubscribeClaim:
+        """The same claim as an unsubscribe token (who, and which address), other salt."""
+        sid, tag = _load(self._preferences, token, self.unsubscribe_ttl)
+        if not isinstance(tag, str):
+            raise TokenInvalid("this link is not valid")
         return UnsubscribeClaim(sid, tag)
 
 
@@ -193,3 +211,7 @@ def confirm_url(base_url: str, token: str) -> str:
 
 def unsubscribe_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/unsubscribe/{token}"
+
+
+def preferences_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/preferences/{token}"

@@ -1,24 +1,31 @@
-"""Turning a ledger row into the bytes of its message: the digest, with the
-recipient's own unsubscribe link."""
+"""Turning a ledger row into the bytes of its message: the copy for the
+reader's theme choice, with the reader's own unsubscribe and "choose your
+themes" links."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bot.mailer import DigestMessage, new_message_id
 from bot.send.ledger import LedgerRow
-from bot.tokens import Tokens, unsubscribe_url
+from bot.tokens import Tokens, preferences_url, unsubscribe_url
 
 
 class DigestComposer:
-    """Personalises a ``DigestMessage``: the recipient's unsubscribe link and Message-ID."""
+    """Personalises a ``DigestMessage``: the recipient's links and Message-ID.
 
-    def __init__(self, message: DigestMessage, tokens: Tokens, base_url: str) -> None:
+    ``variants`` holds the copy for each theme choice the ledger's rows carry
+    (``bot.send.variants``), each built once per run and shared by every
+    worker; a row without a choice, or with one that has no copy, gets
+    ``message``, the whole digest."""
+
+    def __init__(self, message: DigestMessage, tokens: Tokens, base_url: str,
+                 variants: Mapping[str, DigestMessage] | None = None) -> None:
         self.message = message
         self.tokens = tokens
         self.base_url = base_url
-
-        self._links: dict[int, str] = {}
+        self.variants = variants or {}
+        self._links: dict[int, tuple[str, str]] = {}
 
     def new_message_id(self) -> str:
         return new_message_id(self.message.domain)
@@ -28,10 +35,18 @@ class DigestComposer:
         # signing between two SMTP transactions (warm caches)
         self._links = {row.id: self._link(row) for row in rows}
 
-    def _link(self, row: LedgerRow) -> str:
+    def _link(self, row: LedgerRow) -> tuple[str, str]:
         token = self.tokens.unsubscribe_token(row.subscriber_id, row.email_key)
-        return unsubscribe_url(self.base_url, token)
+        choose = self.tokens.preferences_token(row.subscriber_id, row.email_key)
+        return unsubscribe_url(self.base_url, token), preferences_url(self.base_url, choose)
+
+    def message_for(self, row: LedgerRow) -> DigestMessage:
+        """The copy this row gets: its theme choice's, else the whole digest."""
+        if row.themes is None:
+            return self.message
+        return self.variants.get(row.themes, self.message)
 
     def compose(self, row: LedgerRow, message_id: str) -> bytes:
-        link = self._links.pop(row.id, None) or self._link(row)
-        return self.message.render(row.email, message_id, link)
+        links = self._links.pop(row.id, None)
+        link, choose = links if links is not None else self._link(row)
+        return self.message_for(row).render(row.email, message_id, link, preferences_url=choose)

@@ -1,0 +1,85 @@
+"""A frozen digest's copies per theme choice (issue 36): which choices its
+ledger rows carry, and the copy of each, rendered once per (digest, choice)
+and kept in ``digest_variants``.
+
+Kept, not rendered again per run, so that a send resumed after a kill -9
+(maybe in another process, after the themes file or the code changed) mails
+every reader the copy the send began with, under the Message-ID their row
+was given. A choice first seen by a resumed run (a reader confirmed since)
+is rendered then, from the digest's frozen entries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot import choices, digest, render
+from bot.config import Settings
+from bot.db import transaction
+from bot.digest import DigestData
+from bot.models import Delivery, DigestVariant
+from bot.send.claims import UNFINISHED
+
+log = logging.getLogger(__name__)
+
+_VARIANTS = cast(Table, DigestVariant.__table__)
+_UPSERT: dict[str, Callable[[Table], Any]] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+
+def wanted_choices(session: Session, digest_id: int) -> list[str]:
+    """The distinct theme choices of the digest's unfinished rows."""
+    return sorted(session.scalars(
+        select(Delivery.themes).distinct()
+        .where(Delivery.digest_id == digest_id, Delivery.status.in_(UNFINISHED),
+               Delivery.themes.is_not(None))))
+
+
+def stored_variants(session: Session, digest_id: int) -> dict[str, DigestVariant]:
+    rows = session.scalars(select(DigestVariant).where(DigestVariant.digest_id == digest_id))
+    return {row.themes: row for row in rows}
+
+
+def _store(session: Session, digest_id: int, choice: str, rendered: render.Rendered) -> None:
+    """Insert one copy; a copy another worker stored meanwhile wins (both are
+    rendered from the same frozen entries)."""
+    values = {"digest_id": digest_id, "themes": choice, "subject": rendered.subject,
+              "html": rendered.html, "text": rendered.text, "created_at": datetime.now(UTC)}
+    dialect = session.get_bind().dialect.name
+    if dialect in _UPSERT:
+        session.execute(_UPSERT[dialect](_VARIANTS).values(**values).on_conflict_do_nothing(
+            index_elements=["digest_id", "themes"]))
+    else:
+        session.execute(insert(_VARIANTS).values(**values))
+
+
+def ensure_variants(settings: Settings, factory: sessionmaker[Session], digest_id: int,
+                    week: str, data: DigestData | None = None) -> dict[str, tuple[str, str, str]]:
+    """(subject, html, text) of the copy for each choice the digest's unfinished
+    rows carry, rendering (once each) and storing those not stored yet.
+    ``data`` is the digest as it was frozen, if the caller has it; else it is
+    built again from the frozen entries, once, only if a copy is missing."""
+    with factory() as session:
+        wanted = wanted_choices(session, digest_id)
+        stored = stored_variants(session, digest_id)
+    missing = [choice for choice in wanted if choice not in stored]
+    if missing:
+        if data is None:
+            with factory() as session:
+                data = digest.build_digest(session, digest.parse_week(week, settings.timezone),
+                                           settings)
+        with transaction(factory) as session:
+            for choice in missing:
+                _store(session, digest_id, choice,
+                       render.render_digest(data, settings, choices.decode(choice)))
+        log.info("send %s: rendered %d copies for readers' theme choices", week, len(missing))
+        with factory() as session:
+            stored = stored_variants(session, digest_id)
+    return {choice: (row.subject, row.html, row.text) for choice, row in stored.items()
+            if choice in wanted}
