@@ -1,0 +1,377 @@
+"""Themes per reader (issue 36): a reader chooses sections on the CLI or on the
+web page their digest links to, and the copy they receive holds exactly those,
+then "also this week". Mail goes to the real SMTP server (aiosmtpd); the send
+runs in-process and, for kill -9, as a real `digestbot send` process.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import re
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import FEED_FIXTURE, FreshDB
+from helpers import Digestbot, wait_until
+from smtp import SmtpServer, add_subscribers, ledger
+from sqlalchemy import func, select
+from test_digest import W40, poll_fixture
+
+from bot import choices, render, subscribers
+from bot.cli import cli
+from bot.config import Settings
+from bot.digest import DigestData, build_digest
+from bot.models import DigestVariant, Subscriber
+from bot.send import send_digest
+from bot.templating import language
+from bot.tokens import Tokens
+
+WEEK = "2026-W40"
+PREFERENCES_LINK = re.compile(r"https?://[^\s\"<>]+/preferences/([A-Za-z0-9_.-]+)")
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def cli_env(settings: Settings, tmp_path: Path) -> dict[str, str]:
+    """The environment that gives the CLI ``settings``' database, SMTP server and links."""
+    env = {"DIGESTBOT_DATABASE_URL": settings.database_url, "DIGESTBOT_FEED_URLS": str(FEED_FIXTURE),
+           "DIGESTBOT_OUTBOX_DIR": str(tmp_path / "outbox"), "DIGESTBOT_CONFIG": "",
+           "DIGESTBOT_SECRET_KEY": "test-secret-key-not-for-production",
+           "DIGESTBOT_BASE_URL": settings.base_url, "DIGESTBOT_FROM_ADDR": settings.from_addr,
+           "DIGESTBOT_EMBED_ENTRIES": "false", "DIGESTBOT_SMTP_HOST": settings.smtp_host or ""}
+    if settings.smtp_host:
+        env |= {"DIGESTBOT_SMTP_PORT": str(settings.smtp_port), "DIGESTBOT_SMTP_SECURITY": "none"}
+    return env
+
+
+def run(env: dict[str, str], *args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), env=env, input=stdin, catch_exceptions=False)
+
+
+def the_week(settings: Settings, factory: Any) -> DigestData:
+    with factory() as session:
+        return build_digest(session, W40.with_timezone(settings.timezone), settings)
+
+
+def titles(data: DigestData, keys: set[str] | None = None) -> list[str]:
+    """The entry titles of the week's sections (of ``keys`` only, if given)."""
+    return [entry.title for theme in data.themes if keys is None or theme.key in keys
+            for entry in theme.entries]
+
+
+def copies(smtp_server: SmtpServer) -> dict[str, tuple[str, str, str]]:
+    """address -> (subject, text part, html part) of each message received."""
+    found = {}
+    for received in smtp_server.messages:
+        msg = received.message
+        text = msg.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+        html = msg.get_body(("html",)).get_content()  # type: ignore[union-attr]
+        found[str(msg["To"]).lower()] = (str(msg["Subject"]), text, html)
+    return found
+
+
+def without_links(text: str) -> str:
+    return re.sub(r"/(preferences|unsubscribe)/[A-Za-z0-9_.-]+", r"/\1/TOKEN", text)
+
+
+def reader_of(link_token: str, settings: Settings) -> int:
+    return Tokens.from_settings(settings).read_preferences(link_token).subscriber_id
+
+
+def ids_of(factory: Any) -> dict[str, int]:
+    with factory() as session:
+        return {sub.email: sub.id for sub in subscribers.list_subscribers(session)}
+
+
+@pytest.fixture
+def polled(smtp_settings: Settings, fresh_db: FreshDB) -> Settings:
+    poll_fixture(smtp_settings, fresh_db.factory)
+    return smtp_settings
+
+
+# --- the CLI sets a choice; each reader's copy shows it ------------------------------------------
+
+def test_a_choice_set_on_the_cli_is_the_copy_each_reader_receives(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, lang = polled, language(polled.language)
+    add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org", "cy@example.org",
+                                       "dee@example.org"])
+    env = cli_env(settings, tmp_path)
+    # given in any order: the copy keeps the digest's order
+    chose = run(env, "subscribers", "themes", "ada@example.org", "coding_agents", "credit_assignment")
+    assert chose.exit_code == 0, chose.output
+    assert "ada@example.org: themes coding_agents, credit_assignment" in chose.output
+    assert run(env, "subscribers", "themes", "bo@example.org", "harness_engineering").exit_code == 0
+    assert run(env, "subscribers", "themes", "dee@example.org", "credit_assignment",
+               "coding_agents").exit_code == 0
+    renders: list[frozenset[str]] = []
+    real = render.render_digest
+
+    def counted(data: DigestData, settings: Settings, choice: frozenset[str] = frozenset()) -> Any:
+        renders.append(choice)
+        return real(data, settings, choice)
+
+    monkeypatch.setattr(render, "render_digest", counted)
+
+    report = send_digest(settings, fresh_db.factory, WEEK)
+
+    assert (report.outcome, report.sent) == ("sent", 4), report
+    # one render for the whole digest, one per distinct choice: not one per reader
+    assert sorted(sorted(c) for c in renders) == [
+        [], ["coding_agents", "credit_assignment"], ["harness_engineering"]]
+    data = the_week(settings, fresh_db.factory)
+    got = copies(smtp_server)
+    subject, text, html = got["ada@example.org"]
+    mine = {"credit_assignment", "coding_agents"}
+    for title in titles(data, mine):
+        assert title in text and title in html
+    for title in titles(data):
+        if title not in titles(data, mine):
+            assert title not in text and title not in html
+    names = {theme.key: theme.name for theme in data.themes}
+    # the digest's order: credit assignment comes first in the week, coding agents last
+    assert text.index(names["credit_assignment"]) < text.index(names["coding_agents"])
+    also = text[text.index(lang.gettext("Also this week")):]
+    for key, theme in ((t.key, t) for t in data.themes if t.key not in mine):
+        assert lang.gettext("%(name)s (%(num)s)", name=theme.name, num=len(theme.entries)) in also, key
+    assert f"{settings.base_url}/archive/{WEEK}" in also
+    assert names["credit_assignment"] in subject and names["coding_agents"] in subject
+    assert names["harness_engineering"] not in subject
+    # the same choice, the same copy: only the personal links differ
+    assert without_links(got["dee@example.org"][1]) == without_links(text)
+
+    bo_subject, bo_text, _ = got["bo@example.org"]
+    assert titles(data, {"harness_engineering"})
+    assert all(title in bo_text for title in titles(data, {"harness_engineering"}))
+    assert not any(title in bo_text for title in titles(data, mine))
+    assert names["harness_engineering"] in bo_subject
+
+    cy_subject, cy_text, _ = got["cy@example.org"]  # no choice: the whole digest, as before
+    assert all(title in cy_text for title in titles(data))
+    assert lang.gettext("Also this week") not in cy_text
+    assert cy_subject == report.subject
+
+    # every copy links to its own reader's preferences page
+    ids = ids_of(fresh_db.factory)
+    for address, (_, body, page) in got.items():
+        token = PREFERENCES_LINK.search(body)
+        assert token is not None, address
+        assert reader_of(token.group(1), settings) == ids[address]
+        assert f"/preferences/{token.group(1)}" in page
+    with fresh_db.factory() as session:
+        assert session.scalar(select(func.count()).select_from(DigestVariant)) == 2
+
+
+def test_a_reader_whose_themes_have_nothing_this_week_gets_everything_saying_so(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer, tmp_path: Path) -> None:
+    settings, lang = polled, language(polled.language)
+    add_subscribers(fresh_db.factory, ["ada@example.org"])
+    data = the_week(settings, fresh_db.factory)
+    assert "benchmarks" not in {theme.key for theme in data.themes}  # no entry this week
+    assert run(cli_env(settings, tmp_path), "subscribers", "themes", "ada@example.org",
+               "benchmarks").exit_code == 0
+
+    assert send_digest(settings, fresh_db.factory, WEEK).sent == 1
+
+    subject, text, _ = copies(smtp_server)["ada@example.org"]
+    line = lang.gettext("None of your themes has new deep reads this week, so here is the whole digest.")
+    assert text.count(line) == 1
+    assert all(title in text for title in titles(data))
+    assert lang.gettext("Also this week") not in text
+
+
+def test_derived_sections_and_the_catch_all_go_under_also_this_week(polled: Settings,
+                                                                   fresh_db: FreshDB) -> None:
+    data = the_week(polled, fresh_db.factory)
+    first = data.themes[0]
+    # the same key as a theme, but derived, and a catch-all: neither can be chosen
+    odd = (first.__class__(name="自动", name_en="Auto", description="", catch_all=False,
+                           entries=data.themes[1].entries, derived=True, key=first.key),
+           first.__class__(name="更多", name_en="More", description="", catch_all=True,
+                           entries=data.themes[2].entries, key=first.key))
+    week = data.__class__(week=data.week, themes=(first, *odd), entry_count=data.entry_count,
+                          paper_count=data.paper_count)
+    rendered = render.render_digest(week, polled, frozenset({first.key}))
+    lang = language(polled.language)
+    head, also = rendered.text.split(lang.gettext("Also this week"), 1)
+    assert all(entry.title in head for entry in first.entries)
+    assert not any(entry.title in rendered.text for entry in odd[0].entries + odd[1].entries)
+    assert "自动" in also and "更多" in also
+
+
+def test_a_choice_shows_every_entry_of_its_sections_however_small_the_cap(
+        make_settings: Callable[..., Settings], fresh_db: FreshDB) -> None:
+    settings = make_settings(max_entries=2)
+    poll_fixture(settings, fresh_db.factory)
+    data = the_week(settings, fresh_db.factory)
+    whole = render.render_digest(data, settings)
+    mine = render.render_digest(data, settings, frozenset({"credit_assignment", "harness_engineering"}))
+    assert sum(title in whole.text for title in titles(data)) == 2  # the cap applies to the whole
+    chosen = titles(data, {"credit_assignment", "harness_engineering"})
+    assert len(chosen) == 5 and all(title in mine.text for title in chosen)
+    assert mine.archive_html is None  # its links go to the whole digest's web copy
+
+
+# --- the CLI's answers ---------------------------------------------------------------------------
+
+def test_the_themes_command_refuses_what_it_cannot_do_and_all_gives_everything(
+        polled: Settings, fresh_db: FreshDB, tmp_path: Path) -> None:
+    env = cli_env(polled, tmp_path)
+    add_subscribers(fresh_db.factory, ["ada@example.org"])
+    unknown = run(env, "subscribers", "themes", "ada@example.org", "coding_agents", "no_such_theme")
+    assert unknown.exit_code == 1
+    assert "no such theme in the themes file: no_such_theme" in unknown.output
+    assert "hint:" in unknown.output and "credit_assignment" in unknown.output
+    nobody = run(env, "subscribers", "themes", "zed@example.org", "coding_agents")
+    assert nobody.exit_code == 1 and "zed@example.org is not a subscriber" in nobody.output
+    both = run(env, "subscribers", "themes", "ada@example.org", "coding_agents", "--all")
+    assert both.exit_code == 2 and "not both" in both.output
+
+    def stored() -> str | None:
+        with fresh_db.factory() as session:
+            return session.scalar(select(Subscriber.themes))
+
+    assert stored() is None  # nothing was changed by the refusals
+    assert run(env, "subscribers", "themes", "ADA@example.org", "coding_agents").exit_code == 0
+    assert stored() == "coding_agents"
+    reset = run(env, "subscribers", "themes", "ada@example.org", "--all")
+    assert reset.exit_code == 0 and "ada@example.org: every section" in reset.output
+    assert stored() is None
+    assert run(env, "subscribers", "themes", "ada@example.org", "coding_agents").exit_code == 0
+    assert run(env, "subscribers", "themes", "ada@example.org").exit_code == 0  # no keys: everything
+    assert stored() is None
+
+
+def test_a_theme_that_leaves_the_themes_file_is_dropped_from_every_choice(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org"])
+    with fresh_db.factory() as session, session.begin():  # chosen while the themes were there
+        ada, bo = session.scalars(select(Subscriber).order_by(Subscriber.id)).all()
+        ada.themes, bo.themes = "coding_agents,retired_theme", "retired_theme"
+    with caplog.at_level(logging.WARNING, logger="bot.choices"):
+        assert send_digest(polled, fresh_db.factory, WEEK).sent == 2
+    assert "'retired_theme' is no longer in the themes file: dropped from 2 reader(s)" in caplog.text
+    with fresh_db.factory() as session:
+        assert dict(session.execute(select(Subscriber.email, Subscriber.themes)).tuples().all()) == {
+            "ada@example.org": "coding_agents", "bo@example.org": None}
+    data = the_week(polled, fresh_db.factory)
+    got = copies(smtp_server)
+    assert titles(data, {"coding_agents"})[0] in got["ada@example.org"][1]
+    assert not any(title in got["ada@example.org"][1] for title in titles(data, {"credit_assignment"}))
+    assert all(title in got["bo@example.org"][1] for title in titles(data))  # left with none: everything
+
+
+# --- CSV -------------------------------------------------------------------------------------------
+
+def test_export_writes_the_choices_and_import_reads_a_themes_column(
+        polled: Settings, fresh_db: FreshDB, tmp_path: Path) -> None:
+    env = cli_env(polled, tmp_path)
+    add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org"])
+    assert run(env, "subscribers", "themes", "ada@example.org", "credit_assignment",
+               "coding_agents").exit_code == 0
+    exported = list(csv.DictReader(io.StringIO(run(env, "subscribers", "export").output)))
+    assert {row["email"]: row["themes"] for row in exported} == {
+        "ada@example.org": "coding_agents credit_assignment", "bo@example.org": ""}
+
+    upload = tmp_path / "readers.csv"
+    upload.write_text("email,themes\n"
+                      "bo@example.org,harness_engineering; coding_agents\n"
+                      "cy@example.org,safety_security\n"
+                      "dee@example.org,no_such_theme\n"
+                      "ada@example.org,\n", encoding="utf-8")
+    result = run(env, "subscribers", "import", "--confirmed", str(upload))
+    assert result.exit_code == 0, result.output
+    assert "line 4: rejected: no such theme in the themes file: no_such_theme" in result.output
+    assert "4 line(s) read: 3 address(es)" in result.output and "1 rejected" in result.output
+    with fresh_db.factory() as session:
+        assert dict(session.execute(select(Subscriber.email, Subscriber.themes)).tuples().all()) == {
+            "ada@example.org": "coding_agents,credit_assignment",  # a blank cell changes nothing
+            "bo@example.org": "coding_agents,harness_engineering",
+            "cy@example.org": "safety_security"}  # dee's line was refused: not added
+
+
+# --- operator's view -------------------------------------------------------------------------------
+
+def test_status_counts_the_readers_per_chosen_theme(polled: Settings, fresh_db: FreshDB,
+                                                    tmp_path: Path) -> None:
+    import json
+
+    env = cli_env(polled, tmp_path)
+    add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org", "cy@example.org"])
+    add_subscribers(fresh_db.factory, ["gone@example.org"], status="unsubscribed")
+    run(env, "subscribers", "themes", "ada@example.org", "credit_assignment", "coding_agents")
+    run(env, "subscribers", "themes", "bo@example.org", "coding_agents")
+    with fresh_db.factory() as session, session.begin():
+        session.scalars(select(Subscriber).where(Subscriber.email == "gone@example.org")).one() \
+            .themes = "coding_agents"  # not confirmed: not counted
+    result = run(env, "status", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["theme_choices"] == {
+        "everything": 1, "coding_agents": 2, "credit_assignment": 1}
+    table = run(env, "status", "--format", "table")
+    assert "themes chosen: coding_agents 2, credit_assignment 1; 1 get every section" in table.output
+
+
+# --- the ledger's guarantees with choices ----------------------------------------------------------
+
+def test_kill_9_mid_send_with_choices_gives_each_reader_one_copy_of_their_own(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer, digestbot: Digestbot,
+        tmp_path: Path) -> None:
+    readers = [f"reader{n:02d}@example.org" for n in range(12)]
+    add_subscribers(fresh_db.factory, readers)
+    chosen = {address: ("coding_agents" if n % 3 == 0 else "harness_engineering" if n % 3 == 1 else None)
+              for n, address in enumerate(readers)}
+    with fresh_db.factory() as session, session.begin():
+        for sub in session.scalars(select(Subscriber)):
+            sub.themes = chosen[sub.email]
+    env = cli_env(polled, tmp_path) | {"DIGESTBOT_SMTP_CONNECTIONS": "1"}
+    smtp_server.delay = 0.2  # each message: 0.2 s between its data and the server's 250
+    proc = digestbot.start("send", "--week", WEEK, env=env)
+    try:
+        reached = wait_until(lambda: proc.poll() is not None or (
+            len(smtp_server.messages) >= 4 and smtp_server.handler.in_data.is_set()), 60, 0.002)
+        assert proc.poll() is None, proc.communicate()
+        assert reached, "the send did not get going"
+        os.kill(proc.pid, signal.SIGKILL)  # mid-DATA of the fifth message
+    finally:
+        proc.wait(10)
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert wait_until(lambda: not smtp_server.handler.in_data.is_set())
+    first = {str(r.message["To"]): str(r.message["Message-ID"]) for r in smtp_server.messages}
+    # the reader's choice changes while the send is stopped: their copy was fixed with their row
+    late = next(address for address in readers if address not in first and chosen[address] is None)
+    with fresh_db.factory() as session, session.begin():
+        session.scalars(select(Subscriber).where(Subscriber.email == late)).one().themes = "safety_security"
+
+    smtp_server.delay = 0.0
+    again = digestbot.start("send", "--week", WEEK, env=env)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+
+    assert smtp_server.copies_by_recipient() == {r: 1 for r in readers}
+    with fresh_db.factory() as session:
+        digest_id = session.scalar(select(DigestVariant.digest_id))
+        assert session.scalar(select(func.count()).select_from(DigestVariant)) == 2
+    assert set(ledger(fresh_db.factory, digest_id).values()) == {"sent"}
+    data = the_week(polled, fresh_db.factory)
+    got = copies(smtp_server)
+    for address, choice in chosen.items():
+        text = got[address][1]
+        keys = choices.decode(choice)
+        expected = titles(data, set(keys)) if keys else titles(data)
+        assert all(title in text for title in expected), address
+        assert not any(t in text for t in titles(data) if t not in expected), address
+    for received in smtp_server.messages:  # those sent before the kill kept their Message-ID
+        address = str(received.message["To"])
+        if address in first:
+            assert str(received.message["Message-ID"]) == first[address]
