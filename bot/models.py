@@ -328,6 +328,9 @@ class DigestVariant(Base):
     subject: Mapped[str] = mapped_column(String(500))
     html: Mapped[str] = mapped_column(Text)
     text: Mapped[str] = mapped_column(Text)
+    # choices that give the same sections this week share one copy: this row's
+    # is that choice's row (subject, html and text are then empty)
+    copy_of: Mapped[str | None] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -352,6 +352,26 @@ def preheader(shown: list[Section], lang: Language, also: int = 0) -> str:
 # --- CSS ---------------------------------------------------------------------------
 
 
+class _RulesOnce(Premailer):
+    """Premailer that turns one ``<style>`` block into rules once per process.
+
+    Every render inlines the same template stylesheet; premailer caches its
+    parse but serialises every declaration again each time, most of the cost
+    of a render (issue 36 renders a copy per readers' theme choice). The
+    rules are plain strings, so sharing them between renders is safe."""
+
+    _cache: dict[tuple[str, int, bool, bool], tuple[list[Any], list[Any]]] = {}
+
+    def _parse_style_rules(self, css_body: str, ruleset_index: int) -> tuple[list[Any], list[Any]]:
+        key = (css_body, ruleset_index, bool(self.strip_important), bool(self.disable_validation))
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) > 16:  # one template's stylesheet, or a few: never grows unbounded
+                self._cache.clear()
+            found = self._cache[key] = super()._parse_style_rules(css_body, ruleset_index)
+        return list(found[0]), list(found[1])
+
+
 def inline_css(html: str) -> str:
     """Move the template's ``<style>`` rules onto the elements and drop the block.
 
@@ -359,7 +379,7 @@ def inline_css(html: str) -> str:
     already absolute, and the unsubscribe placeholder must survive verbatim);
     rules that cannot be inlined are dropped rather than kept in a ``<style>``.
     """
-    return Premailer(
+    return _RulesOnce(
         html,
         keep_style_tags=False,
         remove_classes=True,

@@ -170,6 +170,31 @@ def test_a_choice_set_on_the_cli_is_the_copy_each_reader_receives(
         assert session.scalar(select(func.count()).select_from(DigestVariant)) == 2
 
 
+def test_choices_that_give_the_same_sections_this_week_share_one_render(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    readers = {"a@example.org": "coding_agents", "b@example.org": "benchmarks,coding_agents",
+               "c@example.org": "benchmarks", "d@example.org": "reward_models",
+               "e@example.org": None}
+    add_subscribers(fresh_db.factory, list(readers))
+    with fresh_db.factory() as session, session.begin():
+        for sub in session.scalars(select(Subscriber)):
+            sub.themes = readers[sub.email]
+    renders: list[frozenset[str]] = []
+    real = render.render_digest
+    monkeypatch.setattr(render, "render_digest", lambda data, settings, choice=frozenset(): (
+        renders.append(choice), real(data, settings, choice))[1])
+
+    assert send_digest(polled, fresh_db.factory, WEEK).sent == 5
+
+    # the whole digest, coding agents (benchmarks has no entry this week), and "none this week"
+    assert len(renders) == 3, renders
+    got = {address: without_links(text) for address, (_, text, _) in copies(smtp_server).items()}
+    assert got["a@example.org"] == got["b@example.org"].replace("b@", "a@")
+    assert got["c@example.org"] == got["d@example.org"].replace("d@", "c@")
+    assert got["c@example.org"] != got["e@example.org"].replace("e@", "c@")  # it says why it is whole
+
+
 def test_a_reader_whose_themes_have_nothing_this_week_gets_everything_saying_so(
         polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer, tmp_path: Path) -> None:
     settings, lang = polled, language(polled.language)

@@ -46,11 +46,30 @@ def stored_variants(session: Session, digest_id: int) -> dict[str, DigestVariant
     return {row.themes: row for row in rows}
 
 
-def _store(session: Session, digest_id: int, choice: str, rendered: render.Rendered) -> None:
-    """Insert one copy; a copy another worker stored meanwhile wins (both are
-    rendered from the same frozen entries)."""
-    values = {"digest_id": digest_id, "themes": choice, "subject": rendered.subject,
-              "html": rendered.html, "text": rendered.text, "created_at": datetime.now(UTC)}
+# the copy of the choices none of whose themes has a section this week: the whole
+# digest, saying so (no theme key holds "!", so no choice is spelt like this)
+NONE_THIS_WEEK = "!none"
+
+
+def week_keys(data: DigestData) -> frozenset[str]:
+    """The keys of the week's sections a reader can choose (themes of the file)."""
+    return frozenset(theme.key for theme in data.themes if not theme.derived and not theme.catch_all)
+
+
+def effective(choice: str, keys: frozenset[str]) -> str:
+    """The copy a choice gets this week: the one of its themes that have a section.
+    Readers who chose {A, X} and {A} get the same copy when X has no entry."""
+    return choices.encode(choices.decode(choice) & keys) or NONE_THIS_WEEK
+
+
+def _store(session: Session, digest_id: int, choice: str, rendered: render.Rendered | None,
+           copy_of: str | None = None) -> None:
+    """Insert one row: a copy, or (``copy_of``) a pointer to another choice's
+    copy. A row another worker stored meanwhile wins (both are made from the
+    same frozen entries)."""
+    values = {"digest_id": digest_id, "themes": choice, "copy_of": copy_of,
+              "subject": rendered.subject if rendered else "", "html": rendered.html if rendered else "",
+              "text": rendered.text if rendered else "", "created_at": datetime.now(UTC)}
     dialect = session.get_bind().dialect.name
     if dialect in _UPSERT:
         session.execute(_UPSERT[dialect](_VARIANTS).values(**values).on_conflict_do_nothing(
@@ -62,7 +81,8 @@ def _store(session: Session, digest_id: int, choice: str, rendered: render.Rende
 def ensure_variants(settings: Settings, factory: sessionmaker[Session], digest_id: int,
                     week: str, data: DigestData | None = None) -> dict[str, tuple[str, str, str]]:
     """(subject, html, text) of the copy for each choice the digest's unfinished
-    rows carry, rendering (once each) and storing those not stored yet.
+    rows carry, rendering and storing those not stored yet: one render per
+    distinct copy (``effective``), however many readers and choices share it.
     ``data`` is the digest as it was frozen, if the caller has it; else it is
     built again from the frozen entries, once, only if a copy is missing."""
     with factory() as session:
@@ -74,12 +94,27 @@ def ensure_variants(settings: Settings, factory: sessionmaker[Session], digest_i
             with factory() as session:
                 data = digest.build_digest(session, digest.parse_week(week, settings.timezone),
                                            settings)
+        keys = week_keys(data)
+        plan = {choice: effective(choice, keys) for choice in missing}
+        made = 0
         with transaction(factory) as session:
-            for choice in missing:
-                _store(session, digest_id, choice,
-                       render.render_digest(data, settings, choices.decode(choice)))
-        log.info("send %s: rendered %d copies for readers' theme choices", week, len(missing))
+            for copy in sorted(set(plan.values())):
+                if copy not in stored:
+                    # "none this week" is rendered with any of its choices: none has a section
+                    example = copy if copy != NONE_THIS_WEEK else next(c for c, e in plan.items() if e == copy)
+                    _store(session, digest_id, copy,
+                           render.render_digest(data, settings, choices.decode(example)))
+                    made += 1
+            for choice, copy in plan.items():
+                if choice != copy:
+                    _store(session, digest_id, choice, None, copy_of=copy)
+        log.info("send %s: %d readers' theme choices, %d new copies rendered", week, len(missing), made)
         with factory() as session:
             stored = stored_variants(session, digest_id)
-    return {choice: (row.subject, row.html, row.text) for choice, row in stored.items()
-            if choice in wanted}
+    found = {}
+    for choice in wanted:
+        row = stored[choice]
+        if row.copy_of is not None:
+            row = stored[row.copy_of]
+        found[choice] = (row.subject, row.html, row.text)
+    return found

@@ -3,7 +3,9 @@ ledger row was made with, and each digest's copy per distinct choice
 
 ``subscribers.themes`` and ``deliveries.themes`` hold a canonical choice:
 theme keys, sorted, joined by commas; NULL means every section. A row
-created before this migration has NULL, so it goes out as before.
+created before this migration has NULL, so it goes out as before. A
+``digest_variants`` row with ``copy_of`` set holds no copy of its own: its
+choice gets the same copy as that one's (the same sections that week).
 
 Revision ID: t1_theme_choices
 Revises: 0009
@@ -31,6 +33,7 @@ def upgrade() -> None:
         sa.Column('subject', sa.String(length=500), nullable=False),
         sa.Column('html', sa.Text(), nullable=False),
         sa.Column('text', sa.Text(), nullable=False),
+        sa.Column('copy_of', sa.String(length=1000), nullable=True),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(['digest_id'], ['digests.id'], ondelete='CASCADE',
                                 name=op.f('fk_digest_variants_digest_id_digests')),
