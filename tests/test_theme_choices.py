@@ -22,6 +22,7 @@ from conftest import FEED_FIXTURE, FreshDB
 from helpers import Digestbot, wait_until
 from smtp import SmtpServer, add_subscribers, ledger
 from sqlalchemy import func, select
+from test_admin_security import password_hash, serve  # noqa: F401 (fixtures)
 from test_digest import W40, poll_fixture
 
 from bot import choices, render, subscribers
@@ -346,6 +347,29 @@ def test_status_counts_the_readers_per_chosen_theme(polled: Settings, fresh_db: 
     assert "themes chosen: coding_agents 2, credit_assignment 1; 1 get every section" in table.output
 
 
+def test_the_console_shows_the_counts_and_a_readers_themes(
+        serve: Any, password_hash: str, fresh_db: FreshDB) -> None:  # noqa: F811 (fixtures)
+    from test_admin_security import log_in
+
+    ids = add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org", "cy@example.org"])
+    with fresh_db.factory() as session, session.begin():
+        for sub, themes in zip(session.scalars(select(Subscriber).order_by(Subscriber.id)),
+                               ("coding_agents,credit_assignment", "coding_agents", None), strict=True):
+            sub.themes = themes
+    server = serve(admin_password_hash=password_hash)
+    with server.client() as client:
+        assert log_in(client).status_code == 303
+        listing = client.get("/admin/subscribers")
+        assert listing.status_code == 200
+        counts = re.search(r'<p class="muted" id="theme-choices">(.*?)</p>', listing.text, re.S)
+        assert counts is not None
+        assert counts.group(1) == ("Themes chosen: coding_agents 2 · credit_assignment 1; "
+                                   "1 confirmed get every section")
+        one = client.get(f"/admin/subscribers/{ids[0]}")
+        assert "Themes: coding_agents, credit_assignment" in one.text
+        assert "Themes: every section" in client.get(f"/admin/subscribers/{ids[2]}").text
+
+
 # --- the ledger's guarantees with choices ----------------------------------------------------------
 
 def test_kill_9_mid_send_with_choices_gives_each_reader_one_copy_of_their_own(
@@ -400,3 +424,69 @@ def test_kill_9_mid_send_with_choices_gives_each_reader_one_copy_of_their_own(
         address = str(received.message["To"])
         if address in first:
             assert str(received.message["Message-ID"]) == first[address]
+
+
+# --- the second personal link ------------------------------------------------------------------
+
+@pytest.mark.parametrize("offset", [0, 1, 56, 57, 58, 200])
+def test_both_personal_links_are_filled_in_wherever_they_sit(settings: Settings, offset: int) -> None:
+    from email import message_from_bytes, policy
+
+    from bot.mailer import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, DigestMessage
+
+    text = ("t" * offset + PREFERENCES_PLACEHOLDER + "\nmid " + UNSUBSCRIBE_PLACEHOLDER + "\n"
+            + PREFERENCES_PLACEHOLDER)
+    html = f'{"前" * offset}<a href="{UNSUBSCRIBE_PLACEHOLDER}">u</a><a href="{PREFERENCES_PLACEHOLDER}">p</a>'
+    message = DigestMessage(settings, "s", html, text)
+    data = message.render("a@example.com", "<1@x>", "https://x/u/tok", preferences_url="https://x/p/tok")
+    got_text, got_html = (p.get_content() for p in message_from_bytes(
+        data, policy=policy.default).iter_parts())  # type: ignore[attr-defined]
+    assert got_text == ("t" * offset + "https://x/p/tok\nmid https://x/u/tok\nhttps://x/p/tok").replace(
+        "\n", "\r\n")
+    assert got_html == f'{"前" * offset}<a href="https://x/u/tok">u</a><a href="https://x/p/tok">p</a>'
+    # a test copy has no reader: the marked sample, never a placeholder
+    sample = message.render("a@example.com", "<2@x>", "https://x/u/sample").decode("ascii")
+    assert PREFERENCES_PLACEHOLDER not in sample
+
+
+def test_a_feed_cannot_collect_the_readers_preferences_links(
+        make_settings: Callable[..., Settings], fresh_db: FreshDB, tmp_path: Path) -> None:
+    import email
+    from email import policy
+
+    from test_hostile import item, rss
+
+    from bot import ingest
+    from bot.mailer import PREFERENCES_PLACEHOLDER
+
+    evil = f"http://evil.example/track?u={PREFERENCES_PLACEHOLDER}"
+    feed = tmp_path / "evil.xml"
+    feed.write_bytes(rss([item(1, link=evil, title=f"Look {PREFERENCES_PLACEHOLDER} here",
+                               desc=f"See {PREFERENCES_PLACEHOLDER}, {evil}")]))
+    settings = make_settings(feed_urls=str(feed), base_url="https://digest.example.org")
+    ingest.poll_feeds(settings, fresh_db.factory)
+    add_subscribers(fresh_db.factory, ["ann@example.org", "bob@example.org"])
+    data = the_week(settings, fresh_db.factory)
+    with fresh_db.factory() as session, session.begin():  # bob chose the week's one section
+        session.scalars(select(Subscriber).where(Subscriber.email == "bob@example.org")).one().themes = \
+            data.themes[0].key if not data.themes[0].derived and not data.themes[0].catch_all else "coding_agents"
+    assert send_digest(settings, fresh_db.factory, WEEK).sent == 2
+    for path in sorted((tmp_path / "outbox").glob("*.eml")):
+        message = email.message_from_bytes(path.read_bytes(), policy=policy.default)
+        for part in ("plain", "html"):
+            body = message.get_body((part,)).get_content()  # type: ignore[attr-defined]
+            assert PREFERENCES_PLACEHOLDER not in body
+            assert "evil.example/track?u=http" not in body
+            assert "/preferences/" in body
+
+
+@pytest.mark.parametrize("code", ["zh", "en"])
+def test_the_themes_offered_are_named_in_the_sites_language(code: str) -> None:
+    from bot.themes import load_themes
+
+    themes = load_themes(None)
+    offered = choices.options(themes, code)
+    assert [option.key for option in offered] == [theme.key for theme in themes.themes]
+    first = themes.themes[0]
+    assert offered[0].name == (first.name if code == themes.language else first.name_en)
+    assert bool(offered[0].description) == (code == themes.language)  # descriptions are in the file's language
