@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 from dataclasses import dataclass, replace
 from typing import Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from premailer import Premailer
 
 from bot.config import Settings
@@ -44,7 +45,7 @@ from bot.mailer.slots import mark_slots, new_slot
 from bot.templating import Language, language, render_template
 
 __all__ = ["PREFERENCES_PLACEHOLDER", "SAMPLE_UNSUBSCRIBE_TOKEN", "UNSUBSCRIBE_PLACEHOLDER",
-           "Rendered", "Section", "chosen_sections", "sample_preferences_url",
+           "ChoiceCopies", "Rendered", "Section", "chosen_sections", "sample_preferences_url",
            "digest_json", "inline_css", "sample_unsubscribe_url", "with_sample_links",
            "render_digest", "sections", "subject_line"]
 
@@ -134,6 +135,79 @@ def render_digest(data: DigestData, settings: Settings,
     return Rendered(subject=context["subject"], html=mark_slots(html, slot, choose),
                     text=mark_slots(text, slot, choose), preheader=context["preheader"],
                     archive_html=archive)
+
+
+class ChoiceCopies:
+    """The copies of one digest for readers' theme choices, cut from one
+    rendering (issue 36): one render per distinct copy, at a fraction of
+    ``render_digest``'s cost.
+
+    The HTML is rendered and CSS-inlined once with every section and every
+    "also this week" line, each between markers, and sentinels where a copy's
+    words differ (subject, preheader, counts, the reader's themes, the
+    sections' numbers); a copy is those pieces it keeps, with the sentinels
+    filled in. Inlining needs no context (the template's selectors are one
+    class or element each), so a copy is the HTML ``render_digest`` would
+    make for that choice, less the markers (tests/test_theme_choices.py
+    compares them). The text part is rendered per copy: it needs no inlining.
+    A copy the cut cannot make as ``render_digest`` would -- none of the
+    chosen themes has a section this week, or one too large for an email --
+    is rendered by ``render_digest``."""
+
+    _PIECE = re.compile(r"<!--dbp:(toc|sec|also):([\w-]+)-->(.*?)<!--/dbp-->\n?", re.S)
+
+    def __init__(self, data: DigestData, settings: Settings) -> None:
+        self.data, self.settings = data, settings
+        self.lang = language(settings.language)
+        self.slots = (new_slot(), new_slot())
+        self.context = _context(data, settings, self.lang) | {
+            "unsubscribe_url": self.slots[0], "preferences_url": self.slots[1]}
+        everything: list[Section] = self.context["sections"]
+        total = sum(section.total for section in everything)
+        mark = secrets.token_hex(8)  # no feed can know them in advance
+        self.sentinels = {name: f"dbv{mark}{name}" for name in
+                          ("subject", "preheader", "counts", "names", "number")}
+        master = self.context | {
+            "also": everything, "shown_count": total, "total_count": total,
+            "chosen_names": self.sentinels["names"], "subject": self.sentinels["subject"],
+            "preheader": self.sentinels["preheader"], "counts": self.sentinels["counts"],
+            "pieces": {"number": self.sentinels["number"]}}
+        html = inline_css(render_template(self.lang.code, "digest.html", **master))
+        self.html = mark_slots(html, *self.slots)
+
+    def render(self, choice: frozenset[str]) -> Rendered:
+        mine, also = chosen_sections(self.context["sections"], choice)
+        if not mine:
+            return render_digest(self.data, self.settings, choice)
+        values = _chosen_context(self.data, self.settings, self.lang, mine, also)
+        html = self._cut(mine, also, values)
+        if len(html.encode("utf-8")) > EMAIL_HTML_BYTES:
+            return render_digest(self.data, self.settings, choice)
+        total = sum(section.total for section in mine)
+        text = render_template(self.lang.code, "digest.txt", **self.context | values
+                               | {"shown_count": total, "total_count": total})
+        return Rendered(subject=values["subject"], html=html, text=mark_slots(text, *self.slots),
+                        preheader=values["preheader"])
+
+    def _cut(self, mine: list[Section], also: list[Section], values: dict[str, Any]) -> str:
+        kept = {("toc", s.anchor) for s in mine} | {("sec", s.anchor) for s in mine} \
+            | {("also", s.anchor) for s in also} | ({("also", "block")} if also else set())
+        numbers = {"toc": 0, "sec": 0}
+
+        def piece(match: re.Match[str]) -> str:
+            kind, anchor, body = match.groups()
+            if (kind, anchor) not in kept:
+                return ""
+            if kind in numbers:
+                numbers[kind] += 1
+                return body.replace(self.sentinels["number"], f"{numbers[kind]:02d}")
+            return body
+
+        html = self._PIECE.sub(piece, self.html)
+        for name, value in (("subject", values["subject"]), ("preheader", values["preheader"]),
+                            ("counts", values["counts"]), ("names", values["chosen_names"])):
+            html = html.replace(self.sentinels[name], str(escape(value)))
+        return html
 
 
 def chosen_sections(shown: list[Section], choice: frozenset[str]) -> tuple[list[Section], list[Section]]:
@@ -251,6 +325,7 @@ def _context(data: DigestData, settings: Settings, lang: Language) -> dict[str, 
         "also": [],  # a reader's choice: the sections left out (_chosen_context)
         "chosen_names": "",
         "none_chosen": False,
+        "pieces": None,  # ChoiceCopies' master rendering: its markers and sentinels
     }
 
 

@@ -78,6 +78,26 @@ def copies(smtp_server: SmtpServer) -> dict[str, tuple[str, str, str]]:
     return found
 
 
+def count_renders(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
+    """The choices every copy is made for, by either way of making one (the
+    whole digest's render counts as the empty choice)."""
+    made: list[frozenset[str]] = []
+    whole, cut = render.render_digest, render.ChoiceCopies.render
+
+    def rendered(data: DigestData, settings: Settings, choice: frozenset[str] = frozenset()) -> Any:
+        if not choice:
+            made.append(choice)
+        return whole(data, settings, choice)
+
+    def copied(self: render.ChoiceCopies, choice: frozenset[str]) -> Any:
+        made.append(choice)
+        return cut(self, choice)
+
+    monkeypatch.setattr(render, "render_digest", rendered)
+    monkeypatch.setattr(render.ChoiceCopies, "render", copied)
+    return made
+
+
 def without_links(text: str) -> str:
     return re.sub(r"/(preferences|unsubscribe)/[A-Za-z0-9_.-]+", r"/\1/TOKEN", text)
 
@@ -113,14 +133,7 @@ def test_a_choice_set_on_the_cli_is_the_copy_each_reader_receives(
     assert run(env, "subscribers", "themes", "bo@example.org", "harness_engineering").exit_code == 0
     assert run(env, "subscribers", "themes", "dee@example.org", "credit_assignment",
                "coding_agents").exit_code == 0
-    renders: list[frozenset[str]] = []
-    real = render.render_digest
-
-    def counted(data: DigestData, settings: Settings, choice: frozenset[str] = frozenset()) -> Any:
-        renders.append(choice)
-        return real(data, settings, choice)
-
-    monkeypatch.setattr(render, "render_digest", counted)
+    renders = count_renders(monkeypatch)
 
     report = send_digest(settings, fresh_db.factory, WEEK)
 
@@ -181,10 +194,7 @@ def test_choices_that_give_the_same_sections_this_week_share_one_render(
     with fresh_db.factory() as session, session.begin():
         for sub in session.scalars(select(Subscriber)):
             sub.themes = readers[sub.email]
-    renders: list[frozenset[str]] = []
-    real = render.render_digest
-    monkeypatch.setattr(render, "render_digest", lambda data, settings, choice=frozenset(): (
-        renders.append(choice), real(data, settings, choice))[1])
+    renders = count_renders(monkeypatch)
 
     assert send_digest(polled, fresh_db.factory, WEEK).sent == 5
 
@@ -231,6 +241,25 @@ def test_derived_sections_and_the_catch_all_go_under_also_this_week(polled: Sett
     assert all(entry.title in head for entry in first.entries)
     assert not any(entry.title in rendered.text for entry in odd[0].entries + odd[1].entries)
     assert "自动" in also and "更多" in also
+
+
+@pytest.mark.parametrize("choice", [
+    {"coding_agents"}, {"credit_assignment", "coding_agents"}, {"benchmarks"},
+    {"harness_engineering", "benchmarks"},
+    {"credit_assignment", "on_policy_distillation", "harness_engineering", "environments_infra",
+     "safety_security", "skills_memory_context", "coding_agents"}])
+def test_a_copy_cut_from_the_one_rendering_is_the_copy_rendered_for_the_choice(
+        polled: Settings, fresh_db: FreshDB, choice: set[str]) -> None:
+    data = the_week(polled, fresh_db.factory)
+    cut = render.ChoiceCopies(data, polled).render(frozenset(choice))
+    whole = render.render_digest(data, polled, frozenset(choice))
+
+    def tags(html: str) -> str:  # the markers out, and the whitespace between tags
+        return re.sub(r">\s+<", "><", re.sub(r"<!--/?dbp[^>]*-->", "", html)).strip()
+
+    assert tags(cut.html) == tags(whole.html)
+    assert "dbp:" not in cut.html and "dbv" not in cut.html
+    assert (cut.subject, cut.text, cut.preheader) == (whole.subject, whole.text, whole.preheader)
 
 
 def test_a_choice_shows_every_entry_of_its_sections_however_small_the_cap(

@@ -15,7 +15,7 @@ from bot.config import Settings
 from bot.db import transaction
 from bot.digest import draft
 from bot.digest import queries as digest_queries
-from bot.errors import DeliveryError
+from bot.errors import DeliveryError, ThemesError
 from bot.send import ledger, variants
 from bot.send.compose import DigestComposer
 from bot.send.loop import DeliveryReport, RetryPolicy
@@ -135,7 +135,7 @@ def deliver_frozen(
     as frozen) and built into a message once, shared by every connection."""
     now = datetime.now(UTC)
     with transaction(factory) as session:
-        choices.prune(session, load_themes(settings.themes_file))
+        _prune_choices(settings, session)
         if resend:
             ledger.reset_deliveries(session, digest_id, now)
             digest_queries.mark_digest_sending(session, digest_id)
@@ -175,6 +175,18 @@ def deliver_frozen(
         retry=RetryPolicy(settings.smtp_max_retries, retry_base_delay),
         rate=settings.send_rate, stop=stop, progress=progress)
     return result, description
+
+
+def _prune_choices(settings: Settings, session: Session) -> None:
+    """Drop themes that left the themes file from readers' choices; a themes
+    file that cannot be read now does not stop a frozen digest's send (the
+    choices are then taken as they are)."""
+    try:
+        themes = load_themes(settings.themes_file)
+    except ThemesError as exc:
+        log.warning("readers' theme choices not checked against the themes file: %s", exc)
+        return
+    choices.prune(session, themes)
 
 
 def _copies(settings: Settings,

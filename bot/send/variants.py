@@ -97,13 +97,13 @@ def ensure_variants(settings: Settings, factory: sessionmaker[Session], digest_i
         keys = week_keys(data)
         plan = {choice: effective(choice, keys) for choice in missing}
         made = 0
+        copies = render.ChoiceCopies(data, settings)  # one rendering, cut into every copy
         with transaction(factory) as session:
             for copy in sorted(set(plan.values())):
                 if copy not in stored:
                     # "none this week" is rendered with any of its choices: none has a section
                     example = copy if copy != NONE_THIS_WEEK else next(c for c, e in plan.items() if e == copy)
-                    _store(session, digest_id, copy,
-                           render.render_digest(data, settings, choices.decode(example)))
+                    _store(session, digest_id, copy, copies.render(choices.decode(example)))
                     made += 1
             for choice, copy in plan.items():
                 if choice != copy:
