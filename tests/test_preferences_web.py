@@ -188,6 +188,8 @@ def test_a_reader_chooses_from_the_link_in_their_digest(
     assert not any(title in ada_text for title in titles(data) if title not in titles(data, mine))
     assert lang.gettext("Also this week") in ada_text
     assert all(title in got["bo@example.org"][1] for title in titles(data))  # bo chose nothing
+    archive = httpx.get(f"{site['base']}/archive/{WEEK}", timeout=10).text  # the web copy: no reader's link
+    assert "__DIGESTBOT_" not in archive and "/preferences/" not in archive
 
 
 def test_the_page_after_confirming_offers_the_choice(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from conftest import FEED_FIXTURE, FreshDB
-from helpers import Digestbot, wait_until
+from helpers import Digestbot, any_db, wait_until
 from smtp import SmtpServer, add_subscribers, ledger
 from sqlalchemy import func, select
 from test_admin_security import password_hash, serve  # noqa: F401 (fixtures)
@@ -119,6 +119,18 @@ def polled(smtp_settings: Settings, fresh_db: FreshDB) -> Settings:
 
 # --- the CLI sets a choice; each reader's copy shows it ------------------------------------------
 
+def test_a_test_copy_carries_the_sample_preferences_link(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer) -> None:
+    from bot.mailer import PREFERENCES_PLACEHOLDER
+
+    send_digest(polled, fresh_db.factory, WEEK, to="editor@example.org")
+    [(_, text, html)] = copies(smtp_server).values()
+    for part in (text, html):
+        assert PREFERENCES_PLACEHOLDER not in part
+        assert "/preferences/SAMPLE-each-reader-gets-their-own-link" in part
+
+
+@any_db
 def test_a_choice_set_on_the_cli_is_the_copy_each_reader_receives(
         polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -519,3 +531,21 @@ def test_the_themes_offered_are_named_in_the_sites_language(code: str) -> None:
     first = themes.themes[0]
     assert offered[0].name == (first.name if code == themes.language else first.name_en)
     assert bool(offered[0].description) == (code == themes.language)  # descriptions are in the file's language
+
+
+@any_db
+def test_a_resend_takes_each_readers_choice_as_it_is_now(
+        polled: Settings, fresh_db: FreshDB, smtp_server: SmtpServer) -> None:
+    add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org"])
+    assert send_digest(polled, fresh_db.factory, WEEK).sent == 2
+    data = the_week(polled, fresh_db.factory)
+    assert all(title in copies(smtp_server)["ada@example.org"][1] for title in titles(data))
+    with fresh_db.factory() as session, session.begin():
+        session.scalars(select(Subscriber).where(Subscriber.email == "ada@example.org")).one() \
+            .themes = "coding_agents"
+    smtp_server.messages.clear()
+    assert send_digest(polled, fresh_db.factory, WEEK, resend=True).sent == 2
+    got = copies(smtp_server)
+    assert not any(title in got["ada@example.org"][1] for title in titles(data, {"credit_assignment"}))
+    assert all(title in got["ada@example.org"][1] for title in titles(data, {"coding_agents"}))
+    assert all(title in got["bo@example.org"][1] for title in titles(data))
