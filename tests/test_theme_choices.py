@@ -29,7 +29,7 @@ from bot import choices, render, subscribers
 from bot.cli import cli
 from bot.config import Settings
 from bot.digest import DigestData, build_digest
-from bot.models import DigestVariant, Subscriber
+from bot.models import Delivery, DigestVariant, Subscriber
 from bot.send import send_digest
 from bot.templating import language
 from bot.tokens import Tokens
@@ -549,3 +549,33 @@ def test_a_resend_takes_each_readers_choice_as_it_is_now(
     assert not any(title in got["ada@example.org"][1] for title in titles(data, {"credit_assignment"}))
     assert all(title in got["ada@example.org"][1] for title in titles(data, {"coding_agents"}))
     assert all(title in got["bo@example.org"][1] for title in titles(data))
+
+
+def test_a_row_another_run_made_after_this_one_started_still_gets_its_readers_copy(
+        polled: Settings, fresh_db: FreshDB) -> None:
+    from datetime import UTC, datetime
+
+    from bot.db import transaction
+    from bot.mailer import DigestMessage
+    from bot.send import ledger
+    from bot.send.variants import CopyBook
+
+    add_subscribers(fresh_db.factory, ["ada@example.org"])
+    assert send_digest(polled, fresh_db.factory, WEEK).sent == 1
+    with fresh_db.factory() as session:
+        digest_id = session.scalar(select(Delivery.digest_id))
+    book = CopyBook(polled, fresh_db.factory, digest_id, WEEK)  # this run: nobody with a choice
+    assert len(book) == 0
+    # meanwhile another run gives a newly confirmed reader with a choice a row
+    add_subscribers(fresh_db.factory, ["bo@example.org"])
+    with transaction(fresh_db.factory) as session:
+        session.scalars(select(Subscriber).where(Subscriber.email == "bo@example.org")).one() \
+            .themes = "coding_agents"
+        session.flush()
+        assert ledger.create_pending_deliveries(session, digest_id, datetime.now(UTC)) == 1
+    whole = DigestMessage(polled, "whole", "<p>x</p>", "x")
+    found = book.get("coding_agents", whole)
+    assert found is not whole
+    name = next(t.name for t in the_week(polled, fresh_db.factory).themes if t.key == "coding_agents")
+    assert name in found.subject
+    assert book.get("coding_agents", whole) is found  # looked for once

@@ -4,27 +4,33 @@ themes" links."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from bot.mailer import DigestMessage, new_message_id
 from bot.send.ledger import LedgerRow
 from bot.tokens import Tokens, preferences_url, unsubscribe_url
 
 
+class Copies(Protocol):
+    """The messages per theme choice (``bot.send.variants.CopyBook``; a dict will do)."""
+
+    def get(self, choice: str, default: DigestMessage, /) -> DigestMessage: ...
+
+
 class DigestComposer:
     """Personalises a ``DigestMessage``: the recipient's links and Message-ID.
 
     ``variants`` holds the copy for each theme choice the ledger's rows carry
-    (``bot.send.variants``), each built once per run and shared by every
-    worker; a row without a choice, or with one that has no copy, gets
-    ``message``, the whole digest."""
+    (``bot.send.variants.CopyBook``), each built once per run and shared by
+    every worker; a row without a choice gets ``message``, the whole digest."""
 
     def __init__(self, message: DigestMessage, tokens: Tokens, base_url: str,
-                 variants: Mapping[str, DigestMessage] | None = None) -> None:
+                 variants: Copies | None = None) -> None:
         self.message = message
         self.tokens = tokens
         self.base_url = base_url
-        self.variants = variants or {}
+        self.variants: Copies = variants if variants is not None else {}
         self._links: dict[int, tuple[str, str]] = {}
 
     def new_message_id(self) -> str:

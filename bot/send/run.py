@@ -146,7 +146,7 @@ def deliver_frozen(
         row = digest_queries.digest_for_week(session, week)
         assert row is not None
         message = mailer.DigestMessage(settings, row.subject, row.html, row.text)
-    copies = _copies(settings, variants.ensure_variants(settings, factory, digest_id, week, data))
+    copies = variants.CopyBook(settings, factory, digest_id, week, data)
     tokens = Tokens.from_settings(settings)
     description = sender.description if sender is not None else _transport(settings)
 
@@ -187,17 +187,6 @@ def _prune_choices(settings: Settings, session: Session) -> None:
         log.warning("readers' theme choices not checked against the themes file: %s", exc)
         return
     choices.prune(session, themes)
-
-
-def _copies(settings: Settings,
-            parts: dict[str, tuple[str, str, str]]) -> dict[str, mailer.DigestMessage]:
-    """A message per theme choice, built once per distinct copy (choices that
-    give the same sections share one)."""
-    built: dict[tuple[str, str, str], mailer.DigestMessage] = {}
-    for copy in parts.values():
-        if copy not in built:
-            built[copy] = mailer.DigestMessage(settings, *copy)
-    return {choice: built[copy] for choice, copy in parts.items()}
 
 
 def _transport(settings: Settings) -> str:

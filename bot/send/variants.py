@@ -12,6 +12,7 @@ is rendered then, from the digest's frozen entries.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -20,7 +21,7 @@ from sqlalchemy import Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import choices, digest, render
+from bot import choices, digest, mailer, render
 from bot.config import Settings
 from bot.db import transaction
 from bot.digest import DigestData
@@ -118,3 +119,48 @@ def ensure_variants(settings: Settings, factory: sessionmaker[Session], digest_i
             row = stored[row.copy_of]
         found[choice] = (row.subject, row.html, row.text)
     return found
+
+
+class CopyBook:
+    """The messages of one digest's copies per choice, built once per distinct
+    copy and shared by every connection of a run (``DigestComposer`` asks it).
+
+    A row may carry a choice this run has no copy for yet: another process
+    sending the same digest gave a newly confirmed reader a row after this
+    run started. Then the book looks again (``ensure_variants``: that other
+    run's stored copy, or rendered here), once per such choice, under a lock,
+    so that reader too gets their own copy and never the whole digest by mistake."""
+
+    def __init__(self, settings: Settings, factory: sessionmaker[Session], digest_id: int,
+                 week: str, data: DigestData | None = None) -> None:
+        self.settings, self.factory, self.digest_id, self.week = settings, factory, digest_id, week
+        self._data = data
+        self._messages: dict[str, mailer.DigestMessage] = {}
+        self._by_copy: dict[tuple[str, str, str], mailer.DigestMessage] = {}
+        self._lock = threading.Lock()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Take every copy the digest's unfinished rows need (rendering any missing)."""
+        parts = ensure_variants(self.settings, self.factory, self.digest_id, self.week, self._data)
+        for choice, copy in parts.items():
+            if choice not in self._messages:
+                message = self._by_copy.get(copy)
+                if message is None:  # choices that share a copy share its message
+                    message = self._by_copy[copy] = mailer.DigestMessage(self.settings, *copy)
+                self._messages[choice] = message
+
+    def get(self, choice: str, default: mailer.DigestMessage) -> mailer.DigestMessage:
+        found = self._messages.get(choice)
+        if found is not None:
+            return found
+        with self._lock:
+            if choice not in self._messages:
+                log.info("send %s: a row with a theme choice this run has no copy for; "
+                         "looking again", self.week)
+                self.refresh()
+            return self._messages.get(choice, default)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
