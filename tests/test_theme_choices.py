@@ -285,6 +285,10 @@ def test_a_choice_shows_every_entry_of_its_sections_however_small_the_cap(
     chosen = titles(data, {"credit_assignment", "harness_engineering"})
     assert len(chosen) == 5 and all(title in mine.text for title in chosen)
     assert mine.archive_html is None  # its links go to the whole digest's web copy
+    names = {theme.key: theme.name for theme in data.themes}
+    # the inbox preview names the reader's sections, not the others
+    assert names["credit_assignment"] in mine.preheader and names["harness_engineering"] in mine.preheader
+    assert names["coding_agents"] not in mine.preheader and names["coding_agents"] in whole.preheader
 
 
 # --- the CLI's answers ---------------------------------------------------------------------------
