@@ -1,6 +1,6 @@
 """Run the benchmarks and write bench/RESULTS.md (machine, date, figures, ratios).
 
-usage: python bench/run_all.py [ingest digest send send_parallel grouping themes_quality label_agreement]
+usage: python bench/run_all.py [ingest digest send send_parallel send_choices grouping themes_quality label_agreement]
 
 RESULTS.md has one section per benchmark, with the date and machine it was
 measured on. Running some of them replaces only their sections: the others
@@ -22,7 +22,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from common import Row  # noqa: E402
 
-BENCHES = ("ingest", "digest", "send", "send_parallel", "grouping", "themes_quality", "label_agreement")
+BENCHES = ("ingest", "digest", "send", "send_parallel", "send_choices", "grouping", "themes_quality",
+           "label_agreement")
 # the bench column of rows in a file written before there were sections
 OLD_LABELS = {"group": "grouping", "themes": "themes_quality", "send8": "send_parallel",
               "send1": "send_parallel", "send-pg": "send_parallel"}

@@ -277,6 +277,9 @@ class Subscriber(Base):
     # "mail" (unsubscribed by a mail to the List-Unsubscribe mailto: address),
     # "bounce" (bounced by bounce mails, not SMTP replies); None otherwise
     status_reason: Mapped[str | None] = mapped_column(String(20))
+    # the sections this reader chose (issue 36): theme keys of the themes file,
+    # sorted and comma-joined (bot.choices); None: every section
+    themes: Mapped[str | None] = mapped_column(Text)
 
 
 class Delivery(Base):
@@ -307,6 +310,28 @@ class Delivery(Base):
     # processes, machines) share one digest, and a dead one's rows free up
     claimed_by: Mapped[str | None] = mapped_column(String(200))
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the reader's theme choice when this row was made (bot.choices): the copy
+    # this row gets is fixed with the row, so a resend carries the same content
+    themes: Mapped[str | None] = mapped_column(Text)
+
+
+class DigestVariant(Base):
+    """A frozen digest's copy for one theme choice (issue 36), rendered once per
+    (digest, choice) and kept, so a resumed send mails exactly what it began with.
+    Personal links are placeholders, as in ``Digest.html``."""
+
+    __tablename__ = "digest_variants"
+
+    digest_id: Mapped[int] = mapped_column(ForeignKey("digests.id", ondelete="CASCADE"),
+                                           primary_key=True)
+    themes: Mapped[str] = mapped_column(String(1000), primary_key=True)  # a canonical choice
+    subject: Mapped[str] = mapped_column(String(500))
+    html: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    # choices that give the same sections this week share one copy: this row's
+    # is that choice's row (subject, html and text are then empty)
+    copy_of: Mapped[str | None] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Lease(Base):

@@ -4,9 +4,17 @@ Both parts come from the same template context, so they always carry the same
 entries. The HTML is written for mail clients (table layout, 600px, one
 ``<style>`` block in the template) and its CSS is inlined with premailer once
 per digest; what is left has no ``<style>``, ``<link>`` or ``<script>``.
-Personal links (unsubscribe) are the ``UNSUBSCRIBE_PLACEHOLDER`` string, which
-the sending stage replaces per recipient; it appears only where the templates
-put it, never where feed text had it (``bot.mailer.slots``).
+Personal links (unsubscribe, and "choose your themes") are the
+``UNSUBSCRIBE_PLACEHOLDER`` and ``PREFERENCES_PLACEHOLDER`` strings, which the
+sending stage replaces per recipient; they appear only where the templates put
+them, never where feed text had them (``bot.mailer.slots``).
+
+A reader who chose themes (``bot.choices``) gets a copy of their own choice,
+rendered once per (digest, choice): the chosen sections in the digest's
+order, each with all its entries, then "also this week" naming the other
+sections with their counts and a link to the web copy; the subject and
+preheader name the reader's sections. If none of the chosen themes has an
+entry that week the reader gets the whole digest with one line saying so.
 
 Every fixed string is a msgid translated through ``bot.templating`` in
 ``settings.language``; section names and descriptions come from the themes
@@ -22,20 +30,22 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 from dataclasses import dataclass, replace
 from typing import Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from premailer import Premailer
 
 from bot.config import Settings
 from bot.digest import DigestData, DigestEntryView, ThemeView, clean_line
 from bot.digest.note import note_html, note_text
-from bot.mailer.message import UNSUBSCRIBE_PLACEHOLDER
+from bot.mailer.message import PREFERENCES_PLACEHOLDER, SAMPLE_TOKEN, UNSUBSCRIBE_PLACEHOLDER
 from bot.mailer.slots import mark_slots, new_slot
 from bot.templating import Language, language, render_template
 
-__all__ = ["SAMPLE_UNSUBSCRIBE_TOKEN", "UNSUBSCRIBE_PLACEHOLDER", "Rendered", "Section",
+__all__ = ["PREFERENCES_PLACEHOLDER", "SAMPLE_UNSUBSCRIBE_TOKEN", "UNSUBSCRIBE_PLACEHOLDER",
+           "ChoiceCopies", "Rendered", "Section", "chosen_sections", "sample_preferences_url",
            "digest_json", "inline_css", "sample_unsubscribe_url", "with_sample_links",
            "render_digest", "sections", "subject_line"]
 
@@ -44,7 +54,7 @@ PREHEADER_LIMIT = 140
 EMAIL_HTML_BYTES = 100_000
 # A preview or a test copy has no reader, so no reader's own unsubscribe link:
 # it shows this one, which says what it is (and the unsubscribe page says so too).
-SAMPLE_UNSUBSCRIBE_TOKEN = "SAMPLE-each-reader-gets-their-own-link"
+SAMPLE_UNSUBSCRIBE_TOKEN = SAMPLE_TOKEN  # "SAMPLE-each-reader-gets-their-own-link"
 # the language the themes file's ``name`` and ``description`` are written in
 THEMES_FILE_LANGUAGE = "zh"
 RELATED_PAPERS = 3  # papers named in a derived section's name in another language
@@ -71,27 +81,42 @@ class Section:
     description: str
     entries: tuple[DigestEntryView, ...]
     hidden: int = 0  # entries of this theme the email leaves to the web copy
+    # a theme of the themes file a reader can choose (not derived, not the catch-all)
+    key: str | None = None
 
     @property
     def total(self) -> int:
         return len(self.entries) + self.hidden
 
 
-def render_digest(data: DigestData, settings: Settings) -> Rendered:
+def render_digest(data: DigestData, settings: Settings,
+                  choice: frozenset[str] = frozenset()) -> Rendered:
     """Render both parts of one week's email; CSS is inlined here, once.
 
     The email shows at most ``settings.max_entries`` entries, shared fairly
     among the themes, and fewer if its HTML would still pass ``EMAIL_HTML_BYTES``
     (Gmail clips a message at 102 KB and hides the rest, footer and unsubscribe
     link included); each theme says how many more it has, linking to the web
-    copy, which is rendered with every entry (``archive_html``)."""
+    copy, which is rendered with every entry (``archive_html``).
+
+    With a ``choice`` (theme keys, ``bot.choices``) it is the copy for readers
+    who chose those themes (see the module docstring); it shows the chosen
+    sections uncapped (only the size limit applies) and has no web copy of
+    its own: its links go to the whole digest's."""
     lang = language(settings.language)
     # personal links go only into the template's own slots (bot.mailer.slots)
-    slot = new_slot()
-    context = _context(data, settings, lang) | {"unsubscribe_url": slot}
+    slot, choose = new_slot(), new_slot()
+    context = _context(data, settings, lang) | {"unsubscribe_url": slot, "preferences_url": choose}
+    limit = settings.max_entries
+    if choice:
+        mine, also = chosen_sections(context["sections"], choice)
+        if mine:
+            context |= _chosen_context(data, settings, lang, mine, also)
+            limit = sum(section.total for section in mine)
+        else:  # none of the reader's themes has an entry this week: everything, saying so
+            context |= {"none_chosen": True}
     everything: list[Section] = context["sections"]
     total = sum(section.total for section in everything)
-    limit = settings.max_entries
     while True:
         shown = capped(everything, limit)
         count = sum(len(section.entries) for section in shown)
@@ -103,12 +128,109 @@ def render_digest(data: DigestData, settings: Settings) -> Rendered:
         limit = max(1, min(count - 1, count * EMAIL_HTML_BYTES // size - 1))
     text = render_template(lang.code, "digest.txt", **capped_context)
     archive = None
-    if count < total:  # the web copy: every entry (its <style> is fine in a browser)
+    if count < total and not choice:  # the web copy: every entry (its <style> is fine in a browser)
         archive = mark_slots(render_template(lang.code, "digest.html", **context
-                                             | {"shown_count": total, "total_count": total}), slot)
-    return Rendered(subject=context["subject"], html=mark_slots(html, slot),
-                    text=mark_slots(text, slot), preheader=context["preheader"],
+                                             | {"shown_count": total, "total_count": total}),
+                             slot, choose)
+    return Rendered(subject=context["subject"], html=mark_slots(html, slot, choose),
+                    text=mark_slots(text, slot, choose), preheader=context["preheader"],
                     archive_html=archive)
+
+
+class ChoiceCopies:
+    """The copies of one digest for readers' theme choices, cut from one
+    rendering (issue 36): one render per distinct copy, at a fraction of
+    ``render_digest``'s cost.
+
+    The HTML is rendered and CSS-inlined once with every section and every
+    "also this week" line, each between markers, and sentinels where a copy's
+    words differ (subject, preheader, counts, the reader's themes, the
+    sections' numbers); a copy is those pieces it keeps, with the sentinels
+    filled in. Inlining needs no context (the template's selectors are one
+    class or element each), so a copy is the HTML ``render_digest`` would
+    make for that choice, less the markers (tests/test_theme_choices.py
+    compares them). The text part is rendered per copy: it needs no inlining.
+    A copy the cut cannot make as ``render_digest`` would -- none of the
+    chosen themes has a section this week, or one too large for an email --
+    is rendered by ``render_digest``."""
+
+    _PIECE = re.compile(r"<!--dbp:(toc|sec|also):([\w-]+)-->(.*?)<!--/dbp-->\n?", re.S)
+
+    def __init__(self, data: DigestData, settings: Settings) -> None:
+        self.data, self.settings = data, settings
+        self.lang = language(settings.language)
+        self.slots = (new_slot(), new_slot())
+        self.context = _context(data, settings, self.lang) | {
+            "unsubscribe_url": self.slots[0], "preferences_url": self.slots[1]}
+        everything: list[Section] = self.context["sections"]
+        total = sum(section.total for section in everything)
+        mark = secrets.token_hex(8)  # no feed can know them in advance
+        self.sentinels = {name: f"dbv{mark}{name}" for name in
+                          ("subject", "preheader", "counts", "names", "number")}
+        master = self.context | {
+            "also": everything, "shown_count": total, "total_count": total,
+            "chosen_names": self.sentinels["names"], "subject": self.sentinels["subject"],
+            "preheader": self.sentinels["preheader"], "counts": self.sentinels["counts"],
+            "pieces": {"number": self.sentinels["number"]}}
+        html = inline_css(render_template(self.lang.code, "digest.html", **master))
+        self.html = mark_slots(html, *self.slots)
+
+    def render(self, choice: frozenset[str]) -> Rendered:
+        mine, also = chosen_sections(self.context["sections"], choice)
+        if not mine:
+            return render_digest(self.data, self.settings, choice)
+        values = _chosen_context(self.data, self.settings, self.lang, mine, also)
+        html = self._cut(mine, also, values)
+        if len(html.encode("utf-8")) > EMAIL_HTML_BYTES:
+            return render_digest(self.data, self.settings, choice)
+        total = sum(section.total for section in mine)
+        text = render_template(self.lang.code, "digest.txt", **self.context | values
+                               | {"shown_count": total, "total_count": total})
+        return Rendered(subject=values["subject"], html=html, text=mark_slots(text, *self.slots),
+                        preheader=values["preheader"])
+
+    def _cut(self, mine: list[Section], also: list[Section], values: dict[str, Any]) -> str:
+        kept = {("toc", s.anchor) for s in mine} | {("sec", s.anchor) for s in mine} \
+            | {("also", s.anchor) for s in also} | ({("also", "block")} if also else set())
+        numbers = {"toc": 0, "sec": 0}
+
+        def piece(match: re.Match[str]) -> str:
+            kind, anchor, body = match.groups()
+            if (kind, anchor) not in kept:
+                return ""
+            if kind in numbers:
+                numbers[kind] += 1
+                return body.replace(self.sentinels["number"], f"{numbers[kind]:02d}")
+            return body
+
+        html = self._PIECE.sub(piece, self.html)
+        for name, value in (("subject", values["subject"]), ("preheader", values["preheader"]),
+                            ("counts", values["counts"]), ("names", values["chosen_names"])):
+            html = html.replace(self.sentinels[name], str(escape(value)))
+        return html
+
+
+def chosen_sections(shown: list[Section], choice: frozenset[str]) -> tuple[list[Section], list[Section]]:
+    """(the reader's sections, the others), both in the digest's order. Only a
+    theme of the themes file can be chosen: derived sections and the catch-all
+    are always among the others."""
+    mine = [section for section in shown if section.key is not None and section.key in choice]
+    return mine, [section for section in shown if section not in mine]
+
+
+def _chosen_context(data: DigestData, settings: Settings, lang: Language, mine: list[Section],
+                    also: list[Section]) -> dict[str, Any]:
+    """What the copy for a reader's choice says differently: their sections,
+    the others under "also this week", their subject, preheader and counts."""
+    entries = sum(section.total for section in mine)
+    papers = len({p for section in mine for entry in section.entries for p in entry.papers})
+    counts = _counts(lang, entries, papers)
+    names = lang.pgettext("list separator", ", ").join(section.name for section in mine)
+    subject = clean_line(lang.gettext(
+        "%(title)s · %(week)s · %(themes)s · %(counts)s", title=clean_line(settings.title),
+        week=_week_label(data, lang), themes=names, counts=counts))
+    return {"sections": mine, "also": also, "chosen_names": names, "counts": counts,
+            "subject": subject, "preheader": preheader(mine, lang, also=len(also))}
 
 
 def capped(shown: list[Section], limit: int) -> list[Section]:
@@ -128,6 +250,11 @@ def capped(shown: list[Section], limit: int) -> list[Section]:
             for section, q in zip(shown, quota, strict=True)]
 
 
+def sample_preferences_url(base_url: str) -> str:
+    """The sample "choose your themes" link of a preview or a test copy."""
+    return f"{base_url.rstrip('/')}/preferences/{SAMPLE_TOKEN}"
+
+
 def sample_unsubscribe_url(base_url: str) -> str:
     """The clearly marked sample link a preview or a test copy shows instead of
     ``UNSUBSCRIBE_PLACEHOLDER`` (never the placeholder itself)."""
@@ -135,8 +262,9 @@ def sample_unsubscribe_url(base_url: str) -> str:
 
 
 def with_sample_links(body: str, base_url: str) -> str:
-    """A rendered part (HTML or text) with the sample unsubscribe link put in."""
-    return body.replace(UNSUBSCRIBE_PLACEHOLDER, sample_unsubscribe_url(base_url))
+    """A rendered part (HTML or text) with the sample personal links put in."""
+    return body.replace(UNSUBSCRIBE_PLACEHOLDER, sample_unsubscribe_url(base_url)).replace(
+        PREFERENCES_PLACEHOLDER, sample_preferences_url(base_url))
 
 
 def digest_json(data: DigestData) -> dict[str, Any]:
@@ -193,6 +321,11 @@ def _context(data: DigestData, settings: Settings, lang: Language) -> dict[str, 
         "has_late": data.late_count > 0,
         "archive_url": f"{base_url}/archive/{data.week.label}",
         "unsubscribe_url": UNSUBSCRIBE_PLACEHOLDER,
+        "preferences_url": PREFERENCES_PLACEHOLDER,
+        "also": [],  # a reader's choice: the sections left out (_chosen_context)
+        "chosen_names": "",
+        "none_chosen": False,
+        "pieces": None,  # ChoiceCopies' master rendering: its markers and sentinels
     }
 
 
@@ -226,8 +359,10 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
     if theme.renamed:  # the editor's name for this week, in every language
         name, subtitle = theme.name, None
         description = "" if theme.derived else description
+    choosable = not theme.catch_all and not theme.derived
     return Section(anchor=f"theme-{number}", name=name, subtitle=subtitle,
-                   description=description, entries=theme.entries)
+                   description=description, entries=theme.entries,
+                   key=theme.key if choosable else None)
 
 
 def _related_reads(theme: ThemeView, lang: Language) -> str:
@@ -250,36 +385,66 @@ def subject_line(data: DigestData, settings: Settings) -> str:
     counts = lang.gettext("no new deep reads this week") if data.is_empty else counts_line(data, lang)
     subject = lang.gettext(
         "%(title)s · %(week)s (%(dates)s) · %(counts)s", title=clean_line(settings.title),
-        week=lang.pgettext("ISO week in the subject line", "%(year)s-W%(week)02d",
-                           year=data.week.year, week=data.week.number),
+        week=_week_label(data, lang),
         dates=lang.date_range(data.week.first_day, data.week.last_day),
         counts=counts)
     # squash every whitespace run: a CR or LF in a header would start a new header
     return clean_line(subject)
 
 
+def _week_label(data: DigestData, lang: Language) -> str:
+    return lang.pgettext("ISO week in the subject line", "%(year)s-W%(week)02d",
+                         year=data.week.year, week=data.week.number)
+
+
 def counts_line(data: DigestData, lang: Language) -> str:
     """``13 篇精读 · 24 篇论文`` / ``13 deep reads · 24 papers``; a week whose
     entries name no paper (a feed of blog posts) counts ``6 entries``."""
-    if not data.paper_count:
-        return lang.ngettext("%(num)s entry", "%(num)s entries", data.entry_count)
-    parts = [lang.ngettext("%(num)s deep read", "%(num)s deep reads", data.entry_count)]
-    if data.paper_count:
-        parts.append(lang.ngettext("%(num)s paper", "%(num)s papers", data.paper_count))
-    return " · ".join(parts)
+    return _counts(lang, data.entry_count, data.paper_count)
 
 
-def preheader(shown: list[Section], lang: Language) -> str:
-    """The inbox preview line: the week's themes, largest first."""
+def _counts(lang: Language, entries: int, papers: int) -> str:
+    if not papers:
+        return lang.ngettext("%(num)s entry", "%(num)s entries", entries)
+    return " · ".join([lang.ngettext("%(num)s deep read", "%(num)s deep reads", entries),
+                       lang.ngettext("%(num)s paper", "%(num)s papers", papers)])
+
+
+def preheader(shown: list[Section], lang: Language, also: int = 0) -> str:
+    """The inbox preview line: the week's themes (a reader's choice: theirs,
+    and how many other sections there are)."""
     if not shown:
         return lang.gettext("There were no new deep reads this week. See you next week.")
     themes = lang.pgettext("list separator", ", ").join(
-        lang.gettext("%(name)s (%(num)s)", name=s.name, num=len(s.entries)) for s in shown)
+        lang.gettext("%(name)s (%(num)s)", name=s.name, num=s.total) for s in shown)
     text = lang.gettext("This week: %(themes)s", themes=themes)
+    if also:
+        text = lang.gettext("Your themes: %(themes)s", themes=themes) + " · " + lang.ngettext(
+            "%(num)s more section", "%(num)s more sections", also)
     return text if len(text) <= PREHEADER_LIMIT else text[: PREHEADER_LIMIT - 1] + "…"
 
 
 # --- CSS ---------------------------------------------------------------------------
+
+
+class _RulesOnce(Premailer):
+    """Premailer that turns one ``<style>`` block into rules once per process.
+
+    Every render inlines the same template stylesheet; premailer caches its
+    parse but serialises every declaration again each time, most of the cost
+    of a render (issue 36 renders a copy per readers' theme choice). The
+    rules are plain strings, so sharing them between renders is safe."""
+
+    _cache: dict[tuple[str, int, bool, bool], tuple[list[Any], list[Any]]] = {}
+
+    def _parse_style_rules(self, css_body: str, ruleset_index: int) -> tuple[list[Any], list[Any]]:
+        key = (css_body, ruleset_index, bool(self.strip_important), bool(self.disable_validation))
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) > 16:  # one template's stylesheet, or a few: never grows unbounded
+                self._cache.clear()
+            found = self._cache[key] = super()._parse_style_rules(css_body, ruleset_index)
+        return list(found[0]), list(found[1])
 
 
 def inline_css(html: str) -> str:
@@ -289,7 +454,7 @@ def inline_css(html: str) -> str:
     already absolute, and the unsubscribe placeholder must survive verbatim);
     rules that cannot be inlined are dropped rather than kept in a ``<style>``.
     """
-    return Premailer(
+    return _RulesOnce(
         html,
         keep_style_tags=False,
         remove_classes=True,

@@ -17,8 +17,8 @@ from rich.table import Column, Table
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from bot import choices, subscribers
 from bot import scheduler as sched
-from bot import subscribers
 from bot.bounces.queries import bounce_status
 from bot.config import Settings
 from bot.digest import draft, draft_queries, due, theme_fit
@@ -49,6 +49,7 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
         approval = _approval(settings, session, now)
         themes = theme_fit.fit_report(session, settings, now=now)
         owed = due.weekly_send(session, settings, now)
+        chosen = choices.choice_counts(session)
     feed_rows = _feeds(settings, feeds, counts, pending, jobs, now)
     return {
         "feeds": feed_rows,
@@ -61,6 +62,8 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
         | {k: v for k, v in by_state.items() if k not in SUBSCRIBER_STATES}
         | {"total": sum(by_state.values())},
         "bounces": bounces,
+        # confirmed readers per chosen theme (issue 36); "everything": no choice
+        "theme_choices": chosen,
     }
 
 
@@ -267,6 +270,7 @@ def render(status: dict[str, Any], console: Console) -> None:
     lines += _themes_lines(status.get("themes"))
     subs = status["subscribers"]
     lines.append("[bold]subscribers[/]  " + ", ".join(f"{n} {state}" for state, n in subs.items()))
+    lines += _choice_lines(status.get("theme_choices"))
     console.print(Group(feeds, *lines))
 
 
@@ -286,6 +290,17 @@ def _themes_lines(t: dict[str, Any] | None) -> list[str]:
     return [*lines, "  [yellow]the themes file does not fit this feed: weeks are grouped by shared terms. "
                   "Run `digestbot themes suggest --out themes.toml`, edit it, and set "
                   "DIGESTBOT_THEMES_FILE to it[/]"]
+
+
+def _choice_lines(counts: dict[str, int] | None) -> list[str]:
+    """How many confirmed readers chose each theme (issue 36)."""
+    if not counts:
+        return []
+    chosen = sorted(((n, key) for key, n in counts.items() if key != "everything"), reverse=True)
+    if not chosen:
+        return [f"  themes chosen: none; all {counts.get('everything', 0)} get every section"]
+    listed = ", ".join(f"{escape(key)} {n}" for n, key in chosen)
+    return [f"  themes chosen: {listed}; {counts.get('everything', 0)} get every section"]
 
 
 def _learned_lines(learned: dict[str, Any] | None) -> list[str]:

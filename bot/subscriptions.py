@@ -23,20 +23,21 @@ import logging
 import re
 import secrets
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from email_validator import EmailNotValidError, validate_email
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import subscribers
+from bot import choices, subscribers
 from bot.config import Settings
 from bot.errors import BotError
 from bot.mailer import Sender, envelope_address, sender_domain, simple_message
 from bot.models import Subscriber
 from bot.models import SubscriberState as State
 from bot.templating import language, render_template
+from bot.themes import ThemeSet
 from bot.tokens import ConfirmClaim, Tokens, UnsubscribeClaim, address_tag, confirm_url, unsubscribe_url
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,10 @@ class AddressError(BotError):
 
 class LinkUsed(BotError):
     """A confirmation link that was already used or no longer applies."""
+
+
+class NotSubscriber(BotError):
+    """An address that is not in the subscriber list."""
 
 
 def normalize_address(text: str) -> str:
@@ -198,6 +203,49 @@ def remove(session: Session, address: str) -> bool:
     return True
 
 
+# --- theme choices (issue 36) -------------------------------------------------------------------
+
+def choose_themes(session: Session, address: str, keys: Iterable[str], themes: ThemeSet) -> str | None:
+    """``subscribers themes ADDRESS KEY...``: the reader gets only these themes'
+    sections (no keys: every section). Returns the canonical choice stored."""
+    choice = choices.check_keys(keys, themes)
+    sub = subscribers.subscriber_by_key(session, address.lower())
+    if sub is None:
+        raise NotSubscriber(f"{address} is not a subscriber",
+                            hint="`digestbot subscribers list` shows them; "
+                                 "`digestbot subscribers add` adds one")
+    choices.set_choice(sub, choice)
+    return choice
+
+
+def _reader(session: Session, claim: UnsubscribeClaim) -> Subscriber | None:
+    """Who a valid preferences token names, if they are still that address."""
+    sub = session.get(Subscriber, claim.subscriber_id)
+    if sub is None or address_tag(sub.email_key) != claim.address_tag:
+        return None
+    return sub
+
+
+def reader_choice(session: Session, claim: UnsubscribeClaim) -> frozenset[str]:
+    """The themes the reader a preferences token names chose (empty: every
+    section, or no such reader: the page looks the same either way)."""
+    sub = _reader(session, claim)
+    return choices.decode(sub.themes) if sub is not None else frozenset()
+
+
+def save_choice(session: Session, claim: UnsubscribeClaim, keys: Iterable[str],
+                themes: ThemeSet) -> bool:
+    """The preferences page's save: only keys of the themes file are kept (a
+    form can post anything). False, changing nothing, when the token names no
+    reader any more; the page answers the same, so it reveals nothing."""
+    known = set(choices.theme_keys(themes))
+    sub = _reader(session, claim)
+    if sub is None:
+        return False
+    choices.set_choice(sub, choices.encode(key for key in keys if key in known))
+    return True
+
+
 # --- use cases (own transactions) ------------------------------------------------------------
 
 def subscribe(
@@ -275,6 +323,7 @@ class CsvRow:
     address: str | None  # normalised, or None with an error
     error: str | None = None
     duplicate_of: int | None = None  # the line where this address came first
+    themes: str | None = None  # the line's `themes` cell (issue 36), when not blank
 
 
 HEADER_NAMES = {"email", "e-mail", "email address", "e-mail address", "mail", "address"}
@@ -295,6 +344,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
     addresses are ASCII). A repeated address comes back with ``duplicate_of``.
     """
     column = 0
+    themes_column: int | None = None
     seen: dict[str, int] = {}
     first = True
     for number, text in enumerate(_lines(data), 1):
@@ -311,6 +361,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
             header = [i for i, name in enumerate(names) if name in HEADER_NAMES]
             if header:
                 column = header[0]
+                themes_column = _themes_column(names)
                 continue
         row = _row(number, fields, column)
         if row.address is None and '"' in text:  # a stray quote glued fields together
@@ -322,7 +373,24 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
                 row = CsvRow(number, row.address, duplicate_of=seen[key])
             else:
                 seen[key] = number
-        yield row
+        yield _with_themes(row, fields, themes_column)
+
+
+THEMES_HEADER = "themes"
+
+
+def _themes_column(names: list[str]) -> int | None:
+    """Where a header line has the `themes` column (issue 36), if it has one."""
+    return names.index(THEMES_HEADER) if THEMES_HEADER in names else None
+
+
+def _with_themes(row: CsvRow, fields: list[str], column: int | None) -> CsvRow:
+    """The row with its `themes` cell: theme keys separated by spaces, commas
+    or semicolons (``bot.choices.split_keys``); a blank cell changes nothing."""
+    if column is None or column >= len(fields) or row.address is None:
+        return row
+    cell = fields[column].strip()
+    return replace(row, themes=cell) if cell else row
 
 
 def _lines(data: bytes | str) -> Iterator[str]:
@@ -383,10 +451,16 @@ EXPORT_FIELDS = ("email", "status", "created_at", "confirmed_at", "unsubscribed_
 
 
 def export_rows(subscribers: Iterable[Subscriber]) -> Iterator[list[str]]:
-    yield list(EXPORT_FIELDS)
+    yield [*EXPORT_FIELDS, THEMES_HEADER]
     for sub in subscribers:
         yield [sub.email, sub.status, _iso(sub.created_at), _iso(sub.confirmed_at),
-               _iso(sub.unsubscribed_at), _iso(sub.bounced_at), str(sub.hard_failures)]
+               _iso(sub.unsubscribed_at), _iso(sub.bounced_at), str(sub.hard_failures),
+               _themes_cell(sub)]
+
+
+def _themes_cell(sub: Subscriber) -> str:
+    """The reader's chosen theme keys, space-separated; blank: every section."""
+    return " ".join(sorted(choices.decode(sub.themes)))
 
 
 def _iso(moment: datetime | None) -> str:

@@ -1,6 +1,6 @@
 """Signed, expiring tokens for the links we mail out, and the secret behind them.
 
-Two kinds, each with its own itsdangerous salt so one can never pass for the other:
+Four kinds, each with its own itsdangerous salt or key so one can never pass for the other:
 
 - **confirm** (``/confirm/TOKEN``): ``[subscriber id, token_nonce]``, valid for
   ``confirm_ttl_hours``. The subscriber's ``token_nonce`` is rotated on every
@@ -18,6 +18,9 @@ Two kinds, each with its own itsdangerous salt so one can never pass for the oth
   and the address tag, in lower-case hex so it survives as a VERP token in
   the envelope sender. No delivery row records such a mail, so a bounce or
   complaint about it is believed by this signature alone. It does not expire.
+- **preferences** (``/preferences/TOKEN``, issue 36): the same claim as
+  unsubscribe under its own salt, with the same time to live: the "choose
+  your themes" link of every digest, no login needed.
 
 The secret comes from ``DIGESTBOT_SECRET_KEY``; without it one is generated on
 first use and kept in ``<var_dir>/secret_key`` (mode 0600).
@@ -50,6 +53,7 @@ UNSUBSCRIBE_SALT = "digestbot.unsubscribe.v1"
 MAIL_ID_SALT = b"digestbot.mail-id.v1"
 MAIL_ID_MAC = 16  # hex characters (64 bits): enough against guessing by mail
 _MAIL_ID = re.compile(r"^c([1-9][0-9]{0,11})\.([0-9a-f]{8})\.([0-9a-f]{16})$")
+PREFERENCES_SALT = "digestbot.preferences.v1"
 SECRET_FILE = "secret_key"
 
 
@@ -117,6 +121,8 @@ class Tokens:
         self._unsubscribe = URLSafeTimedSerializer(secret, salt=UNSUBSCRIBE_SALT, signer=signer,
                                                    signer_kwargs=kwargs)
         self._mail_key = hmac.new(secret.encode("utf-8"), MAIL_ID_SALT, hashlib.sha256).digest()
+        self._preferences = URLSafeTimedSerializer(secret, salt=PREFERENCES_SALT, signer=signer,
+                                                   signer_kwargs=kwargs)
         self.confirm_ttl = confirm_ttl_seconds
         self.unsubscribe_ttl = unsubscribe_ttl_seconds
 
@@ -173,6 +179,17 @@ class Tokens:
     def _mail_mac(self, subscriber_id: int, nonce: str, email_key: str) -> str:
         text = f"{subscriber_id}.{nonce}.{address_tag(email_key)}".encode()
         return hmac.new(self._mail_key, text, hashlib.sha256).hexdigest()[:MAIL_ID_MAC]
+    # preferences (the reader's theme choice) ------------------------------------
+
+    def preferences_token(self, subscriber_id: int, email_key: str) -> str:
+        return str(self._preferences.dumps([subscriber_id, address_tag(email_key)]))
+
+    def read_preferences(self, token: str) -> UnsubscribeClaim:
+        """The same claim as an unsubscribe token (who, and which address), other salt."""
+        sid, tag = _load(self._preferences, token, self.unsubscribe_ttl)
+        if not isinstance(tag, str):
+            raise TokenInvalid("this link is not valid")
+        return UnsubscribeClaim(sid, tag)
 
 
 def _load(serializer: URLSafeTimedSerializer, token: str, max_age: int) -> tuple[int, Any]:
@@ -238,3 +255,7 @@ def confirm_url(base_url: str, token: str) -> str:
 
 def unsubscribe_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/unsubscribe/{token}"
+
+
+def preferences_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/preferences/{token}"

@@ -23,6 +23,7 @@ from test_templating import CJK, leftover_cjk
 from bot.digest import DigestData, DigestEntryView, ThemeView, Week, build_digest, freeze_digest
 from bot.models import Entry
 from bot.render import (
+    PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     Rendered,
     digest_json,
@@ -118,7 +119,8 @@ def test_html_is_inlined_and_self_contained(w40):
     assert 'name="supported-color-schemes" content="light dark"' in html
     parsed = tags_of(html)
     for href in parsed.hrefs:
-        assert href.startswith(("https://", "http://", "#theme-")) or href == UNSUBSCRIBE_PLACEHOLDER
+        assert href.startswith(("https://", "http://", "#theme-")) or href in (
+            UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER)
     anchors = {h[1:] for h in parsed.hrefs if h.startswith("#")}
     assert anchors == {f"theme-{n}" for n in range(1, len(data.themes) + 1)}
     assert all(f'id="{anchor}"' in html for anchor in anchors)

@@ -1,4 +1,4 @@
-"""`digestbot subscribers`: add, list, remove, import, export."""
+"""`digestbot subscribers`: add, list, remove, themes, import, export."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bot.terminal import markup, printable
 
 @click.group("subscribers")
 def subscribers_group() -> None:
-    """Add, list, remove, import and export subscribers."""
+    """Add, list, remove, import and export subscribers; choose a reader's themes."""
 
 
 class _Adder:
@@ -146,6 +146,62 @@ def subscribers_remove(app: App, addresses: tuple[str, ...]) -> None:
         sys.exit(1)
 
 
+@subscribers_group.command("themes")
+@click.argument("address")
+@click.argument("keys", nargs=-1)
+@click.option("--all", "everything", is_flag=True,
+              help="Every section again (the same as giving no KEY).")
+@pass_app
+@reports_errors
+def subscribers_themes(app: App, address: str, keys: tuple[str, ...], everything: bool) -> None:
+    """Send ADDRESS only the sections of the themes KEYS (theme keys of the
+    themes file, `digestbot themes list`), plus a short "also this week" list
+    of the others. --all, or no KEY, gives every section."""
+    from bot import choices, subscriptions
+    from bot.db import transaction
+    from bot.themes import load_themes
+
+    if everything and keys:
+        raise click.UsageError("give theme KEYs or --all, not both")
+    normal = subscriptions.normalize_address(address)
+    themes = load_themes(app.settings.themes_file)
+    with transaction(app.factory) as session:
+        choice = subscriptions.choose_themes(session, normal, keys, themes)
+    chosen = ", ".join(sorted(choices.decode(choice)))
+    console.print(f"{normal}: " + (f"themes {chosen}" if chosen else "every section"), markup=False)
+
+
+class _ThemesColumn:
+    """The import's `themes` column: each line's keys checked against the themes
+    file (read once, when a line first has any) and set after the address is added."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._themes: Any = None
+
+    def check(self, cell: str | None) -> str | None:
+        """The line's canonical choice (None: leave it as it is); ChoiceError if bad."""
+        from bot import choices
+        from bot.themes import load_themes
+
+        if cell is None:
+            return None
+        if self._themes is None:
+            self._themes = load_themes(self.app.settings.themes_file)
+        return choices.check_keys(choices.split_keys(cell), self._themes) or ""
+
+    def apply(self, address: str, choice: str | None) -> None:
+        from bot import choices, subscribers
+        from bot.db import transaction
+
+        if choice is None:
+            return
+        with transaction(self.app.factory) as session:
+            sub = subscribers.subscriber_by_key(session, address.lower())
+            if sub is not None:
+                choices.set_choice(sub, choice or None)
+
+
 @subscribers_group.command("import")
 @click.argument("file", type=click.File("rb"))
 @click.option("--confirmed", is_flag=True,
@@ -157,10 +213,13 @@ def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
 
     Every line gets a verdict: added, already there, a repeat of an earlier
     line (one subscriber, one confirmation mail), or rejected with its line
-    number and the reason. The summary's counts add up to the lines read."""
-    from bot import subscriptions
+    number and the reason. The summary's counts add up to the lines read.
+    A `themes` column (theme keys separated by spaces) sets each reader's
+    themes; a blank cell leaves them as they are."""
+    from bot import choices, subscriptions
 
     adder = _Adder(app, confirmed)
+    themes_column = _ThemesColumn(app)
     rejected = repeated = imported = 0
     try:
         for row in subscriptions.read_csv(file.read()):
@@ -172,7 +231,15 @@ def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
             if row.duplicate_of is not None:
                 repeated += 1
                 continue
+            try:
+                choice = themes_column.check(row.themes)
+            except choices.ChoiceError as exc:
+                err_console.print(f"line {row.line}: rejected: {printable(exc.message)}",
+                                  markup=False, highlight=False)
+                rejected += 1
+                continue
             note = adder.add(row.address)
+            themes_column.apply(row.address, choice)
             imported += 1
             if "failed" in note or note.startswith("left"):
                 err_console.print(f"line {row.line}: {row.address}: {printable(note)}", markup=False)

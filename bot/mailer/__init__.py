@@ -5,11 +5,13 @@ Used by every stage that mails: the weekly send, the confirmation mail, test cop
 
 from bot.mailer.message import (
     ONE_CLICK,
+    PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     DigestMessage,
     envelope_address,
     new_message_id,
     one_line,
+    public_links,
     sender_domain,
     simple_message,
 )
@@ -25,7 +27,8 @@ from bot.mailer.senders import (
 )
 
 __all__ = [
-    "ONE_CLICK", "UNSUBSCRIBE_PLACEHOLDER", "DigestMessage", "OutboxSender", "PermanentFailure",
+    "ONE_CLICK", "PREFERENCES_PLACEHOLDER", "UNSUBSCRIBE_PLACEHOLDER", "DigestMessage", "OutboxSender",
+    "PermanentFailure",
     "Ready", "SendFailure", "Sender", "SmtpSender", "TemporaryFailure", "envelope_address",
-    "make_sender", "new_message_id", "one_line", "sender_domain", "simple_message",
+    "make_sender", "new_message_id", "one_line", "public_links", "sender_domain", "simple_message",
 ]

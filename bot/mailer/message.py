@@ -26,6 +26,18 @@ from bot.config import Settings
 from bot.errors import DeliveryError
 
 UNSUBSCRIBE_PLACEHOLDER = "__DIGESTBOT_UNSUBSCRIBE_URL__"  # bot.render writes it, each message fills it in
+# the reader's "choose your themes" link (issue 36), filled in the same way
+PREFERENCES_PLACEHOLDER = "__DIGESTBOT_PREFERENCES_URL__"
+_PLACEHOLDERS = re.compile(
+    f"({re.escape(UNSUBSCRIBE_PLACEHOLDER)}|{re.escape(PREFERENCES_PLACEHOLDER)})".encode("ascii"))
+# what a copy that goes to no reader (a test copy) links to instead of a reader's own page
+SAMPLE_TOKEN = "SAMPLE-each-reader-gets-their-own-link"
+
+
+def public_links(body: str, url: str) -> str:
+    """A rendered part with both personal links pointing at ``url``: for the
+    copies shown on the web (archive, feed, console), which have no reader."""
+    return body.replace(UNSUBSCRIBE_PLACEHOLDER, url).replace(PREFERENCES_PLACEHOLDER, url)
 
 
 ONE_CLICK = "List-Unsubscribe=One-Click"
@@ -108,19 +120,28 @@ class _Body:
 
     Everything before the first personal link is encoded once, up to a whole
     number of base64 lines; per recipient only the rest is encoded, with the
-    link put in (it sits in the footer, so that is a few hundred bytes).
+    links put in (they sit in the footer, so that is a few hundred bytes).
     """
 
     def __init__(self, text: str) -> None:
         data = _crlf(text).encode("utf-8")
-        pieces = data.split(UNSUBSCRIBE_PLACEHOLDER.encode("ascii"))
+        # text, placeholder, text, placeholder, ..., text
+        pieces = _PLACEHOLDERS.split(data)
         cut = len(pieces[0]) // _LINE_BYTES * _LINE_BYTES if len(pieces) > 1 else 0
         head = _b64_lines(pieces[0][:cut])
         self._head = head + b"\r\n" if head else b""
         self._rest = [pieces[0][cut:], *pieces[1:]]
+        self._unsubscribe = UNSUBSCRIBE_PLACEHOLDER.encode("ascii")
 
-    def encode(self, link: bytes) -> bytes:
-        return self._head + _b64_lines(link.join(self._rest))
+    def encode(self, link: bytes, preferences: bytes = b"") -> bytes:
+        rest = self._rest
+        if len(rest) == 1:
+            return self._head + _b64_lines(rest[0])
+        parts = [rest[0]]
+        for i in range(1, len(rest), 2):
+            parts.append(link if rest[i] == self._unsubscribe else preferences)
+            parts.append(rest[i + 1])
+        return self._head + _b64_lines(b"".join(parts))
 
 
 class DigestMessage:
@@ -133,6 +154,7 @@ class DigestMessage:
         so a mail client's unsubscribe button would point nowhere true."""
         self.list_unsubscribe_headers = list_unsubscribe
         self.envelope_from = envelope_address(settings.from_addr)
+        self.sample_preferences = f"{settings.base_url.rstrip('/')}/preferences/{SAMPLE_TOKEN}"
         self.domain = sender_domain(settings.from_addr)
         # the bounce mailbox reads these (bot.bounces): the bounce address if set
         self.mailto_address = settings.bounce_address or self.envelope_from
@@ -171,12 +193,16 @@ class DigestMessage:
         return f"<{url}>" + (f",\r\n <{self.mailto(unsubscribe_token)}>" if unsubscribe_token else "")
 
     def render(self, to: str, message_id: str, unsubscribe_url: str,
-               date: datetime | None = None, unsubscribe_token: str | None = None) -> bytes:
-        """The complete message for one recipient, CRLF line endings.
-        ``unsubscribe_token`` (the one in ``unsubscribe_url``) adds the mailto:."""
+               date: datetime | None = None, preferences_url: str | None = None,
+               unsubscribe_token: str | None = None) -> bytes:
+        """The complete message for one recipient, CRLF line endings. Without
+        ``preferences_url`` the "choose your themes" link is the marked sample
+        (a test copy has no reader); ``unsubscribe_token`` (the one in
+        ``unsubscribe_url``) adds the mailto:."""
         _ascii_line(to, "recipient address")
         _ascii_line(message_id, "Message-ID")
         _ascii_line(unsubscribe_url, "unsubscribe URL")
+        preferences = _ascii_line(preferences_url or self.sample_preferences, "preferences URL")
         if unsubscribe_token is not None and not _MAILTO_TOKEN.match(unsubscribe_token):
             raise ValueError(f"unsubscribe token must be URL-safe ASCII: {unsubscribe_token!r}")
         personal = (
@@ -186,9 +212,9 @@ class DigestMessage:
         )
         if self.list_unsubscribe_headers:
             personal += f"List-Unsubscribe: {self.list_unsubscribe(unsubscribe_url, unsubscribe_token)}\r\n"
-        link = unsubscribe_url.encode("ascii")
-        return b"".join((personal.encode("ascii"), self._head, self._text.encode(link), self._middle,
-                         self._html.encode(link), self._tail))
+        link, choose = unsubscribe_url.encode("ascii"), preferences.encode("ascii")
+        return b"".join((personal.encode("ascii"), self._head, self._text.encode(link, choose),
+                         self._middle, self._html.encode(link, choose), self._tail))
 
 
 def simple_message(

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import secrets
 
-from bot.mailer.message import UNSUBSCRIBE_PLACEHOLDER
+from bot.mailer.message import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 
 # what a placeholder in feed text becomes: readable, and never a placeholder again
 NEUTRALISED = "DIGESTBOT-UNSUBSCRIBE-URL"
+NEUTRALISED_PREFERENCES = "DIGESTBOT-PREFERENCES-URL"
 
 
 def new_slot() -> str:
@@ -29,17 +30,24 @@ def new_slot() -> str:
 def neutralise(text: str) -> str:
     """``text`` without the placeholder (repeated until none is left: removing
     one must not join its neighbours into another)."""
-    while UNSUBSCRIBE_PLACEHOLDER in text:
-        text = text.replace(UNSUBSCRIBE_PLACEHOLDER, NEUTRALISED)
+    while UNSUBSCRIBE_PLACEHOLDER in text or PREFERENCES_PLACEHOLDER in text:
+        text = text.replace(UNSUBSCRIBE_PLACEHOLDER, NEUTRALISED).replace(
+            PREFERENCES_PLACEHOLDER, NEUTRALISED_PREFERENCES)
     return text
 
 
-def mark_slots(body: str, slot: str) -> str:
-    """A rendered part with every ``slot`` turned into the placeholder and
+def mark_slots(body: str, slot: str, preferences_slot: str | None = None) -> str:
+    """A rendered part with every ``slot`` turned into the unsubscribe
+    placeholder (and every ``preferences_slot`` into the preferences one) and
     every other placeholder neutralised, so the send fills in exactly the
     slots the template made."""
     expected = body.count(slot)
     marked = neutralise(body).replace(slot, UNSUBSCRIBE_PLACEHOLDER)
-    if marked.count(UNSUBSCRIBE_PLACEHOLDER) != expected:  # text next to a slot formed another
+    expected_choose = 0
+    if preferences_slot is not None:
+        expected_choose = body.count(preferences_slot)
+        marked = marked.replace(preferences_slot, PREFERENCES_PLACEHOLDER)
+    if (marked.count(UNSUBSCRIBE_PLACEHOLDER) != expected  # text next to a slot formed another
+            or marked.count(PREFERENCES_PLACEHOLDER) != expected_choose):
         raise RuntimeError("a personal link slot could not be placed safely")
     return marked

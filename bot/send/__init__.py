@@ -6,6 +6,7 @@
 - ``prepared``: the hot path's statements, compiled once
 - ``lock``: one sender per digest, with a lease
 - ``compose``: a ledger row to the bytes of its message
+- ``variants``: the digest's copies per readers' theme choice, stored once each
 - ``run``: one ``digestbot send`` (dry run, test copy, send, resume)
 """
 

@@ -75,7 +75,7 @@ def _claim_statements(with_dead: bool) -> tuple[Any, Any]:
 _CLAIM = {with_dead: _claim_statements(with_dead) for with_dead in (False, True)}
 _CLAIMED_ROWS = (
     select(_D.id, _D.subscriber_id, _S.email, _S.email_key, _D.status, _D.message_id,
-           _S.hard_failures)
+           _S.hard_failures, _D.themes)
     .join_from(_DELIVERIES, _SUBSCRIBERS, _S.id == _D.subscriber_id)
     .where(_D.id.in_(bindparam("c_ids", expanding=True))).order_by(_D.id)
 )

@@ -58,11 +58,12 @@ def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -
                _DELIVERIES.c.subscriber_id == _SUBSCRIBERS.c.id)
         .exists()
     )
+    # the reader's theme choice goes with the row: the copy it gets is fixed with it
     source = select(
         literal(digest_id, Integer), _SUBSCRIBERS.c.id, literal("pending", String),
-        literal(0, Integer), literal(now, UTCDateTime()),
+        literal(0, Integer), literal(now, UTCDateTime()), _SUBSCRIBERS.c.themes,
     ).where(_SUBSCRIBERS.c.status == "confirmed", ~has_row)
-    columns = ["digest_id", "subscriber_id", "status", "attempts", "updated_at"]
+    columns = ["digest_id", "subscriber_id", "status", "attempts", "updated_at", "themes"]
     dialect = session.get_bind().dialect.name
     if dialect in _UPSERT:
         statement: Any = _UPSERT[dialect](_DELIVERIES).from_select(columns, source).on_conflict_do_nothing(
@@ -74,7 +75,8 @@ def create_pending_deliveries(session: Session, digest_id: int, now: datetime) -
 
 def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
     """For a deliberate resend: every confirmed subscriber's row back to 'pending',
-    with a fresh Message-ID to come (it is a new message, not a retry)."""
+    with a fresh Message-ID to come (it is a new message, not a retry) and the
+    reader's theme choice as it is now."""
     confirmed = (
         select(_SUBSCRIBERS.c.id)
         .where(_SUBSCRIBERS.c.id == _DELIVERIES.c.subscriber_id,
@@ -85,7 +87,9 @@ def reset_deliveries(session: Session, digest_id: int, now: datetime) -> int:
         update(_DELIVERIES)
         .where(_DELIVERIES.c.digest_id == digest_id, confirmed)
         .values(status="pending", message_id=None, last_error=None, sent_at=None,
-                updated_at=now, claimed_by=None, lease_until=None)
+                updated_at=now, claimed_by=None, lease_until=None,
+                themes=select(_SUBSCRIBERS.c.themes)
+                .where(_SUBSCRIBERS.c.id == _DELIVERIES.c.subscriber_id).scalar_subquery())
     )
     return rowcount(result)
 

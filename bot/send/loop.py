@@ -163,6 +163,7 @@ class LedgerRow:
     status: str
     message_id: str | None
     hard_failures: int
+    themes: str | None = None  # the reader's theme choice when the row was made (bot.choices)
 
 
 @dataclass(frozen=True)

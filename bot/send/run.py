@@ -10,18 +10,19 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import digest, mailer, render, subscribers
+from bot import choices, digest, mailer, render, subscribers
 from bot.config import Settings
 from bot.db import transaction
 from bot.digest import draft
 from bot.digest import queries as digest_queries
-from bot.errors import DeliveryError
-from bot.send import ledger
+from bot.errors import DeliveryError, ThemesError
+from bot.send import ledger, variants
 from bot.send.compose import DigestComposer
 from bot.send.loop import DeliveryReport, RetryPolicy
 from bot.send.report import SendReport, Target
 from bot.send.testcopy import send_test_copy
 from bot.send.workers import Worker, deliver_parallel
+from bot.themes import load_themes
 from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
@@ -79,14 +80,17 @@ def send_digest(
             return target.report("dry-run", subject=rendered.subject, recipients=count)
         with transaction(factory) as session:
             frozen = digest.freeze_digest(session, data, rendered)
+        built: digest.DigestData | None = data  # what readers' copies are rendered from
     elif dry_run:
         with factory() as session:
             count = (subscribers.count_confirmed(session) if resend
                      else ledger.count_unfinished_or_new(session, frozen.id))
         return target.report("dry-run", subject=frozen.subject, recipients=count, resumed=resumed)
+    else:
+        built = None
     result, transport = deliver_frozen(
         settings, factory, frozen.id, target.week.label, resend=resend, progress=progress,
-        stop=stop, retry_base_delay=retry_base_delay, sender=sender)
+        stop=stop, retry_base_delay=retry_base_delay, sender=sender, data=built)
     held = 0
     if not result.complete:
         with factory() as session:
@@ -118,14 +122,20 @@ def choose_target(settings: Settings, factory: sessionmaker[Session], week: str 
 def deliver_frozen(
     settings: Settings, factory: sessionmaker[Session], digest_id: int, week: str, *,
     resend: bool = False, progress: Callable[..., None] | None = None, stop: Any = None,
-    retry_base_delay: float = 1.0, sender: Any = None,
+    retry_base_delay: float = 1.0, sender: Any = None, data: digest.DigestData | None = None,
 ) -> tuple[DeliveryReport, str]:
     """Give every confirmed subscriber a ledger row, then work through the rows
     still to send over ``DIGESTBOT_SMTP_CONNECTIONS`` connections (one, with a
     ``sender`` given). Other workers may be sending the same digest: rows are
-    shared through claims. Returns the report and the transport's description."""
+    shared through claims. Returns the report and the transport's description.
+
+    A row carries its reader's theme choice (pruned first of themes that left
+    the themes file: ``bot.choices.prune``); each distinct choice's copy is
+    rendered once (``bot.send.variants``; from ``data`` when given, the digest
+    as frozen) and built into a message once, shared by every connection."""
     now = datetime.now(UTC)
     with transaction(factory) as session:
+        _prune_choices(settings, session)
         if resend:
             ledger.reset_deliveries(session, digest_id, now)
             digest_queries.mark_digest_sending(session, digest_id)
@@ -136,6 +146,7 @@ def deliver_frozen(
         row = digest_queries.digest_for_week(session, week)
         assert row is not None
         message = mailer.DigestMessage(settings, row.subject, row.html, row.text)
+    copies = variants.CopyBook(settings, factory, digest_id, week, data)
     tokens = Tokens.from_settings(settings)
     description = sender.description if sender is not None else _transport(settings)
 
@@ -146,7 +157,7 @@ def deliver_frozen(
     def start_worker() -> Worker:
         own = sender is None
         worker_sender = sender or mailer.make_sender(settings)
-        composer = DigestComposer(message, tokens, settings.base_url)
+        composer = DigestComposer(message, tokens, settings.base_url, copies)
         # Message-IDs are given as rows are claimed, durable in the claim's commit
         db_ledger = ledger.DbLedger(factory, digest_id, settings.max_hard_failures,
                                     claim_size=claim_size, new_message_id=composer.new_message_id)
@@ -164,6 +175,18 @@ def deliver_frozen(
         retry=RetryPolicy(settings.smtp_max_retries, retry_base_delay),
         rate=settings.send_rate, stop=stop, progress=progress)
     return result, description
+
+
+def _prune_choices(settings: Settings, session: Session) -> None:
+    """Drop themes that left the themes file from readers' choices; a themes
+    file that cannot be read now does not stop a frozen digest's send (the
+    choices are then taken as they are)."""
+    try:
+        themes = load_themes(settings.themes_file)
+    except ThemesError as exc:
+        log.warning("readers' theme choices not checked against the themes file: %s", exc)
+        return
+    choices.prune(session, themes)
 
 
 def _transport(settings: Settings) -> str:

@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from bot.digest import queries
-from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
+from bot.mailer import public_links
 from bot.web.site import Site, site_of
 
 WEEK_PATTERN = re.compile(r"^\d{4}-W\d{2}$")
@@ -30,7 +30,7 @@ def _rows(site: Site) -> list[tuple[str, str, datetime | None]]:
 def _archived_html(site: Site, week: str) -> str | None:
     with site.factory() as session:
         html = queries.sent_digest_html(session, week)
-    return None if html is None else html.replace(UNSUBSCRIBE_PLACEHOLDER, site.home)
+    return None if html is None else public_links(html, site.home)
 
 
 async def archive(request: Request) -> Response:

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.digest import queries
-from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
+from bot.mailer import public_links
 from bot.web.site import Site, site_of
 
 ATOM = "http://www.w3.org/2005/Atom"
@@ -34,7 +34,7 @@ def feed_html(html: str, home_url: str) -> str:
     """A digest's HTML as a feed entry shows it: body only, no preheader, no personal link."""
     match = _BODY.search(html)
     body = match.group(1) if match else html
-    return _PREHEADER.sub("", body, count=1).replace(UNSUBSCRIBE_PLACEHOLDER, home_url).strip()
+    return public_links(_PREHEADER.sub("", body, count=1), home_url).strip()
 
 
 def _stamp(moment: datetime | None) -> str:

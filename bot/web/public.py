@@ -1,4 +1,4 @@
-"""The subscriber's pages: subscribe, confirm, unsubscribe.
+"""The subscriber's pages: subscribe, confirm, unsubscribe, choose themes.
 
 - ``POST /subscribe`` answers the same "check your inbox" page whether the
   address is new, pending or already confirmed, so the form reveals nothing
@@ -11,6 +11,13 @@
   no cookie or login, and is idempotent. ``GET`` shows a button and names
   the address, masked (``r***@example.org``). The sample link of previews and
   test copies answers a page that says what it is.
+
+- ``GET /preferences/TOKEN`` (issue 36) shows the themes file's themes with
+  checkboxes, the reader's choice ticked; ``POST`` saves what is ticked, in
+  one click, and shows the page again. The token is signed per reader, like
+  the unsubscribe one, so no login is needed; a valid token whose reader is
+  gone answers the same pages (nothing ticked, "saved") and changes nothing.
+  The page after confirming a subscription offers the same choice.
 
 Whether a confirm link still applies is ``subscriptions.awaiting_confirmation``;
 these handlers only read the token (``with_claim``) and answer with a page.
@@ -28,8 +35,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot import subscriptions
+from bot import choices, subscriptions
 from bot.render import SAMPLE_UNSUBSCRIBE_TOKEN
+from bot.themes import load_themes
 from bot.tokens import ConfirmClaim, TokenExpired, TokenInvalid, UnsubscribeClaim
 from bot.web.security import address_rate_key, client_ip
 from bot.web.site import Site, site_of
@@ -38,7 +46,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 ClaimHandler = Callable[[Request, Site, Any], Awaitable[Response]]
 
 
-def with_claim(kind: Literal["confirm", "unsubscribe"]) -> Callable[[ClaimHandler], Endpoint]:
+def with_claim(kind: Literal["confirm", "unsubscribe", "preferences"]) -> Callable[[ClaimHandler], Endpoint]:
     """Read the path's token before the handler runs: a tampered or wrong-kind
     token answers 400, an expired one 410, and the handler gets the claim."""
 
@@ -47,11 +55,13 @@ def with_claim(kind: Literal["confirm", "unsubscribe"]) -> Callable[[ClaimHandle
         async def endpoint(request: Request) -> Response:
             site = site_of(request)
             token = request.path_params["token"]
-            if kind == "unsubscribe" and token == SAMPLE_UNSUBSCRIBE_TOKEN:
-                return site.page("unsub_sample")  # a preview's link: say so, change nothing
+            if kind != "confirm" and token == SAMPLE_UNSUBSCRIBE_TOKEN:
+                # a preview's link: say so, change nothing
+                return site.page("unsub_sample" if kind == "unsubscribe" else "prefs_sample")
+            read = {"confirm": site.tokens.read_confirm, "unsubscribe": site.tokens.read_unsubscribe,
+                    "preferences": site.tokens.read_preferences}[kind]
             try:
-                claim = (site.tokens.read_confirm(token) if kind == "confirm"
-                         else site.tokens.read_unsubscribe(token))
+                claim = read(token)
             except TokenExpired:
                 return site.page("expired", status=410)
             except TokenInvalid:
@@ -101,10 +111,12 @@ def _pending_address(site: Site, claim: ConfirmClaim) -> str | None:
         return None if sub is None else str(sub.email)
 
 
-def _confirm(site: Site, claim: ConfirmClaim) -> str | None:
+def _confirm(site: Site, claim: ConfirmClaim) -> tuple[str, str] | None:
+    """Confirm; (the address, the reader's preferences token) or None if the link is used."""
     try:
         with site.factory() as session, session.begin():
-            return str(subscriptions.confirm(session, claim, datetime.now(UTC)).email)
+            sub = subscriptions.confirm(session, claim, datetime.now(UTC))
+            return str(sub.email), site.tokens.preferences_token(sub.id, sub.email_key)
     except subscriptions.LinkUsed:
         return None
 
@@ -121,10 +133,12 @@ async def confirm_page(request: Request, site: Site, claim: ConfirmClaim) -> Res
 
 @with_claim("confirm")
 async def confirm_post(request: Request, site: Site, claim: ConfirmClaim) -> Response:
-    address = await site.db(_confirm, site, claim)
-    if address is None:
+    confirmed = await site.db(_confirm, site, claim)
+    if confirmed is None:
         return site.page("used", status=400)
-    return site.page("confirmed", address=address)
+    address, token = confirmed
+    # the same choice the digests' "choose your themes" link offers
+    return _preferences(site, "prefs_confirmed", token, frozenset(), address=address)
 
 
 # --- unsubscribe -------------------------------------------------------------------------------
@@ -160,6 +174,49 @@ async def unsubscribe_post(request: Request, site: Site, claim: UnsubscribeClaim
     return site.page("unsubbed")
 
 
+# --- choose themes (issue 36) -------------------------------------------------------------------
+
+MAX_FORM_FIELDS = 200  # one per theme ticked; a themes file has a few dozen at most
+
+
+def _preferences(site: Site, key: str, token: str, chosen: frozenset[str], *,
+                 saved: str | None = None, address: str = "") -> Response:
+    """The themes form, posting to ``/preferences/TOKEN``, ``chosen`` ticked."""
+    themes = load_themes(site.settings.themes_file)
+    return site.page(key, template="preferences.html", address=address, back=False,
+                     action=f"{site.home}preferences/{token}", chosen=chosen, saved=saved,
+                     options=choices.options(themes, site.lang.code))
+
+
+def _choice(site: Site, claim: UnsubscribeClaim) -> frozenset[str]:
+    with site.factory() as session:
+        return subscriptions.reader_choice(session, claim)
+
+
+def _save(site: Site, claim: UnsubscribeClaim, keys: list[str]) -> frozenset[str]:
+    """Save the ticked keys; what the page then shows ticked (the known ones)."""
+    themes = load_themes(site.settings.themes_file)
+    with site.factory() as session, session.begin():
+        subscriptions.save_choice(session, claim, keys, themes)
+    return frozenset(keys) & frozenset(choices.theme_keys(themes))
+
+
+@with_claim("preferences")
+async def preferences_page(request: Request, site: Site, claim: UnsubscribeClaim) -> Response:
+    chosen = await site.db(_choice, site, claim)
+    return _preferences(site, "prefs", request.path_params["token"], chosen)
+
+
+@with_claim("preferences")
+async def preferences_post(request: Request, site: Site, claim: UnsubscribeClaim) -> Response:
+    form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
+    keys = [value for value in form.getlist("theme") if isinstance(value, str)]
+    chosen = await site.db(_save, site, claim, keys)
+    saved = (site.lang.gettext("Saved: the next digest brings only the themes ticked below.") if chosen
+             else site.lang.gettext("Saved: the next digest brings every section."))
+    return _preferences(site, "prefs", request.path_params["token"], chosen, saved=saved)
+
+
 ROUTES = [
     Route("/", index, methods=["GET"]),
     Route("/subscribe", subscribe, methods=["POST"]),
@@ -167,4 +224,6 @@ ROUTES = [
     Route("/confirm/{token}", confirm_post, methods=["POST"]),
     Route("/unsubscribe/{token}", unsubscribe_page, methods=["GET"]),
     Route("/unsubscribe/{token}", unsubscribe_post, methods=["POST"]),
+    Route("/preferences/{token}", preferences_page, methods=["GET"]),
+    Route("/preferences/{token}", preferences_post, methods=["POST"]),
 ]

@@ -64,6 +64,15 @@ MESSAGES: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "expired": (N_("Link expired"), (
         N_("This link has expired."),
         N_("Confirmation links work for %(hours)s hours; please subscribe again to get a new one."))),
+    # the reader's theme choice (issue 36): /preferences/TOKEN, and after confirming
+    "prefs": (N_("Choose your themes"), (
+        N_("Pick the sections of “%(title)s” you want to read. You can change this from any digest."),)),
+    "prefs_confirmed": (N_("You're subscribed"), (
+        N_("%(address)s is confirmed; the next digest goes there."),
+        N_("If you only want some of its sections, choose them here (you can change this from any digest)."))),
+    "prefs_sample": (N_("Sample link"), (
+        N_("This is the sample “choose your themes” link of a preview or a test copy: it changes nobody's themes."),
+        N_("Each subscriber's digest carries a link of their own."))),
     "archive": (N_("Archive"), ()),
     "notfound": (N_("Not found"), (N_("There is no such page."),)),
     "toolarge": (N_("Request too large"), (N_("What was sent is too large."),)),

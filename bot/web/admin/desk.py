@@ -18,7 +18,7 @@ from bot.digest.note import MAX_NOTE
 from bot.digest.schedule import next_send_time
 from bot.digest.week import WeekError, parse_week
 from bot.errors import BotError
-from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
+from bot.mailer import public_links
 from bot.send import send_digest
 from bot.templating import language
 from bot.web.admin.auth import Admin, Session, admin_of
@@ -63,7 +63,7 @@ def _preview_html(admin: Admin, week: str | None) -> str:
             html = frozen.html if frozen else ""
     else:
         html = render.render_digest(draft.data, admin.site.settings).html
-    return html.replace(UNSUBSCRIBE_PLACEHOLDER, admin.site.home)
+    return public_links(html, admin.site.home)
 
 
 async def preview(request: Request, session: Session) -> Response:

@@ -12,7 +12,7 @@ from starlette.responses import HTMLResponse, Response
 
 from bot import status
 from bot.digest import queries as digest_queries
-from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
+from bot.mailer import public_links
 from bot.send import ledger
 from bot.web.admin.auth import Admin, Session, admin_of
 from bot.web.admin.base import page, route, when
@@ -64,7 +64,7 @@ async def archive(request: Request, session: Session) -> Response:
 def _email(admin: Admin, week: str) -> str | None:
     with admin.site.factory() as session:
         digest = digest_queries.digest_for_week(session, week)
-        return None if digest is None else digest.html.replace(UNSUBSCRIBE_PLACEHOLDER, admin.site.home)
+        return None if digest is None else public_links(digest.html, admin.site.home)
 
 
 async def archive_week(request: Request, session: Session) -> Response:

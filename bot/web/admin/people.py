@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bot import subscribers, subscriptions
+from bot import choices, subscribers, subscriptions
 from bot.db import transaction
 from bot.errors import BotError
 from bot.models import SUBSCRIBER_STATES, Subscriber, SubscriberState
@@ -27,8 +27,10 @@ def _search(admin: Admin, text: str, state: str | None) -> dict[str, Any]:
     with admin.site.factory() as session:
         rows = subscribers.search_subscribers(session, text, state, SHOWN + 1)
         counts = subscribers.subscriber_counts(session)
+        chosen = choices.choice_counts(session)  # readers per chosen theme (issue 36)
     return {"rows": [_row(sub, admin) for sub in rows[:SHOWN]], "more": len(rows) > SHOWN,
-            "counts": counts}
+            "counts": counts, "theme_counts": {k: n for k, n in chosen.items() if k != "everything"},
+            "everything": chosen.get("everything", 0)}
 
 
 def _row(sub: Subscriber, admin: Admin) -> dict[str, Any]:
@@ -60,7 +62,8 @@ def _history(admin: Admin, sub_id: int) -> dict[str, Any] | None:
         deliveries = [{"week": week, "status": d.status, "attempts": d.attempts,
                        "sent_at": when(d.sent_at, admin), "error": d.last_error or ""}
                       for week, d in subscribers.deliveries_of(session, sub.id)]
-        return {"sub": _row(sub, admin) | {"hard_failures": sub.hard_failures},
+        return {"sub": _row(sub, admin) | {"hard_failures": sub.hard_failures,
+                                           "themes": sorted(choices.decode(sub.themes))},
                 "events": [(when(m, admin), what) for m, what in sorted(events, key=lambda e: e[0])],
                 "deliveries": deliveries}
 
