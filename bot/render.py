@@ -71,6 +71,7 @@ class Section:
     description: str
     entries: tuple[DigestEntryView, ...]
     hidden: int = 0  # entries of this theme the email leaves to the web copy
+    intro: str = ""  # what its entries share, plain text (bot.llm, or the editor's)
 
     @property
     def total(self) -> int:
@@ -155,6 +156,7 @@ def digest_json(data: DigestData) -> dict[str, Any]:
                 "key": theme.key,
                 "name_en": theme.name_en,
                 "catch_all": theme.catch_all,
+                "intro": theme.intro,  # bot.llm, or the editor's ("" when none)
                 "entries": [
                     {
                         "id": entry.entry_id,
@@ -164,6 +166,7 @@ def digest_json(data: DigestData) -> dict[str, Any]:
                         "papers": list(entry.papers),
                         "late": entry.late,
                         "source": entry.source,  # the feed(s), when several are active
+                        "tldr": entry.tldr,  # the language model's line in the digest's language ("" when none)
                     }
                     for entry in theme.entries
                 ],
@@ -227,7 +230,7 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
         name, subtitle = theme.name, None
         description = "" if theme.derived else description
     return Section(anchor=f"theme-{number}", name=name, subtitle=subtitle,
-                   description=description, entries=theme.entries)
+                   description=description, entries=theme.entries, intro=theme.intro)
 
 
 def _related_reads(theme: ThemeView, lang: Language) -> str:

@@ -170,7 +170,8 @@ class Caller:
                     wait = 0.0
                     continue
                 if exc.status_code == 429:
-                    wait = retry_after(exc.response.headers) or BACKOFF * 2 ** attempt
+                    asked = retry_after(exc.response.headers)
+                    wait = asked if asked is not None else BACKOFF * 2 ** attempt
                 elif exc.status_code >= 500:
                     wait = BACKOFF * 2 ** attempt
                 else:
