@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,8 @@ def test_poll_draft_preview_send_with_a_scripted_model(
     assert polled.exit_code == 0, polled.output
     assert "language model: 3 entries read" in polled.output and "2 answers refused" in polled.output
     assert KEY not in polled.output
-    assert all({k.lower(): v for k, v in h.items()}["authorization"] == f"Bearer {KEY}" for h in chat.headers)  # the key goes there only
+    # the key goes in the Authorization header and nowhere else
+    assert all({k.lower(): v for k, v in h.items()}["authorization"] == f"Bearer {KEY}" for h in chat.headers)
 
     after = sections(run(env, "preview", "--format", "json"))
     assert home(after, "GiGPO") == "multi_agent"  # the model's confident choice decides over the keywords
@@ -166,7 +168,8 @@ def test_poll_draft_preview_send_with_a_scripted_model(
     assert "GiGPO compares actions across trajectories." in body and "Two ways to keep exploring." in body
 
     status = run(env, "status")
-    assert "language model" in status.output and KEY not in status.output
+    assert "llm.calls_today\t" in status.output and "llm.last_failure_reason\t" in status.output
+    assert KEY not in status.output
 
 
 def test_off_means_nothing_on_the_network(fresh_db: FreshDB, tmp_path: Path, feed_server: FeedServer,
@@ -288,6 +291,7 @@ def test_recorded_prompts_are_what_the_bot_sends() -> None:
     spec = importlib.util.spec_from_file_location("llm_prompts", ROOT / "scripts" / "llm_prompts.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["llm_prompts"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     from bot.ingest.parse import parse
     from bot.llm.prompt import body_hash
