@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from bot.config import Settings
-from bot.digest.text import clean_line
 from bot.llm.answer import Reading
 from bot.llm.prompt import body_hash, reading_request
 from bot.templating import languages
@@ -28,8 +27,9 @@ SECONDARY_POINTS = 3.0
 
 
 def entry_text_of(title: str | None, summary: str | None) -> tuple[str, str]:
-    """An entry's title and summary exactly as the grouping's Item holds them."""
-    return clean_line(title or ""), summary or ""
+    """An entry's title and summary exactly as the grouping's Item holds them (the title as
+    ``bot.digest.text.clean_line`` makes it: one line)."""
+    return " ".join((title or "").split()), summary or ""
 
 
 def tldr_languages() -> tuple[str, ...]:
