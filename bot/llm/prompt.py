@@ -17,7 +17,6 @@ from typing import Any
 
 from bot.themes.model import ThemeDef, ThemeSet
 
-PROMPT_VERSION = "reading-1"  # part of every cache key: a new prompt reads entries again
 MAX_ENTRY_CHARS = 4000  # of the title and summary together; longer text is cut
 HINT_KEYWORDS = 12  # a theme's first strong keywords, shown as what its entries talk about
 MAX_TOKENS = 700
@@ -62,12 +61,12 @@ def reading_schema(keys: Sequence[str], languages: Sequence[str]) -> dict[str, A
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": ["primary", "secondary", "confidence", "reason", "papers", "tldr"],
+        "required": ["reason", "primary", "secondary", "confidence", "papers", "tldr"],
         "properties": {
+            "reason": {"type": "string"},
             "primary": {"anyOf": [key, {"type": "null"}]},
             "secondary": {"type": "array", "items": key, "maxItems": 2},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-            "reason": {"type": "string"},
             "papers": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
             "tldr": {
                 "type": "object",
@@ -88,10 +87,11 @@ def reading_user(themes: ThemeSet, title: str, summary: str, languages: Sequence
         "",
         "Read the entry below. Judge it by its main contribution (what the work does and studies),"
         " not by words it uses in passing. Answer with a JSON object:",
+        '- "reason": one short sentence in English on what the entry mainly contributes and which theme'
+        " that is (written first, so that the choice follows from it);",
         '- "primary": the key of the one theme the entry is mainly about, or null when no theme fits it;',
         '- "secondary": up to two other keys the entry clearly also belongs to (often none);',
         '- "confidence": how sure you are of "primary", from 0 to 1;',
-        '- "reason": one short sentence in English saying why;',
         '- "papers": the papers the entry covers, each named exactly as the entry writes it'
         " (a short name or a title); an empty list when it covers no paper;",
         f'- "tldr": one plain sentence summing up the entry in each of these languages: {tldr}.',
