@@ -86,7 +86,9 @@ def reading_user(themes: ThemeSet, title: str, summary: str, languages: Sequence
         *(_theme_line(theme) for theme in themes.themes),
         "",
         "Read the entry below. Judge it by its main contribution (what the work does and studies),"
-        " not by words it uses in passing. Answer with a JSON object:",
+        " not by words it uses in passing. When two themes fit, prefer the more specific one: a benchmark"
+        " or a study of one theme's subject belongs to that theme, and a general theme (such as evaluation)"
+        " to work whose subject is that general theme itself. Answer with a JSON object:",
         '- "reason": one short sentence in English on what the entry mainly contributes and which theme'
         " that is (written first, so that the choice follows from it);",
         '- "primary": the key of the one theme the entry is mainly about, or null when no theme fits it;',
