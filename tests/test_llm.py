@@ -309,3 +309,17 @@ def test_recorded_prompts_are_what_the_bot_sends() -> None:
                                tldr_languages())
             recorded = json.loads((folder / "prompts" / name / f"{n}.json").read_text(encoding="utf-8"))
             assert body == recorded and body_hash(body) == index[n - 1]["hash"]
+
+
+def test_explain_shows_the_models_choice(fresh_db: FreshDB, tmp_path: Path, feed_server: FeedServer,
+                                        chat: ChatServer) -> None:
+    feed = feed_server.serve("/rl.xml", rss(ENTRIES[:2]))
+    env = env_for(fresh_db, tmp_path, feed, chat)
+    assert run(env, "poll").exit_code == 0
+    text = run(env, "preview", "--format", "text", "--explain").stdout
+    line = next(line for line in text.splitlines() if "llm: scripted-model chose multi_agent" in line)
+    assert "confidence 0.90" in line and "[decides]" in line and "its main contribution" in line
+    doc = json.loads(run(env, "preview", "--format", "json", "--explain").stdout)
+    entries = [entry for theme in doc["themes"] for entry in theme["entries"]]
+    assert all(entry["llm"].startswith("scripted-model chose") for entry in entries)
+    assert all(entry["why"] is not None for entry in entries)  # the offline readers' explanation stays

@@ -21,7 +21,7 @@ from bot.digest.week import Week, parse_week, week_of
 from bot.llm import shim
 from bot.llm.answer import Reading
 from bot.llm.present import attach_intros, tldr_for
-from bot.llm.reader import load_readings
+from bot.llm.reader import explain, load_readings
 from bot.themes import Item, group_items, load_themes
 
 
@@ -166,7 +166,7 @@ def _with_reading(view: DigestEntryView, reading: Reading | None, language: str)
     if reading is None:
         return view
     return replace(view, papers=tuple(clean_line(p) for p in reading.papers),
-                   tldr=tldr_for(reading, view.title + view.summary, language))
+                   tldr=tldr_for(reading, view.title + view.summary, language), llm=explain(reading))
 
 
 def _item_keys(entries: Iterable[models.Entry]) -> dict[int, str]:

@@ -43,6 +43,8 @@ class DigestEntryView:
     why: Explanation | None = field(default=None, compare=False)
     # the language model's one-line TL;DR in the digest's language, when the summary is in another (bot.llm)
     tldr: str = ""
+    # what the language model chose for it and why (`--explain`; "" without a reading)
+    llm: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,15 @@ def _why(reading: Reading, key: str, role: str) -> str:
     return f"{reading.model} chose {key} ({role}, confidence {reading.confidence:.2f}){reason}"
 
 
+def explain(reading: Reading) -> str:
+    """One line for `--explain`: the model, its choice, its confidence and its reason."""
+    if reading.primary is None:
+        return f"{reading.model} found no theme (confidence {reading.confidence:.2f}): {reading.reason}"
+    decided = "decides" if reading.confident else "unsure, the offline readers decide"
+    also = f"; also {', '.join(reading.secondary)}" if reading.secondary else ""
+    return f"{_why(reading, reading.primary, 'primary')} [{decided}]{also}"
+
+
 def llm_reader(item: Item, context: Any) -> Vote:
     """The model's vote on one entry, from ``context.extra["llm"][item.key]``.
 

@@ -43,8 +43,10 @@ def decide(groups: Sequence[Group], readings: Mapping[str, Reading], themes: The
             order.insert(at, target)
             kept[id_of(target)] = []
         kept[id_of(target)].append(key)
+    # the offline readers' explanations go with their entries (--explain shows both)
+    why = {ex.key: ex for group in groups for ex in group.explanations}
     return [replace(group, keys=tuple(kept[id_of(group)]),
-                    explanations=tuple(ex for ex in group.explanations if ex.key in kept[id_of(group)]))
+                    explanations=tuple(why[key] for key in kept[id_of(group)] if key in why))
             for group in order if kept[id_of(group)]]
 
 
