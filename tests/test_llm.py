@@ -323,3 +323,84 @@ def test_explain_shows_the_models_choice(fresh_db: FreshDB, tmp_path: Path, feed
     entries = [entry for theme in doc["themes"] for entry in theme["entries"]]
     assert all(entry["llm"].startswith("scripted-model chose") for entry in entries)
     assert all(entry["why"] is not None for entry in entries)  # the offline readers' explanation stays
+
+
+def test_healthz_reports_the_reader_without_key_or_address(make_settings: Any, fresh_db: FreshDB) -> None:
+    from datetime import UTC, datetime
+
+    from helpers import free_port
+    from test_web import LiveServer
+
+    from bot.db import transaction
+    from bot.web import create_app
+
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="m", llm_api_key=KEY)
+    now = datetime.now(UTC)
+    with transaction(fresh_db.factory) as session:
+        row = store.usage(session, now.date().isoformat())
+        row.calls, row.cache_hits, row.last_failure_at, row.last_failure = 4, 2, now, "the endpoint answered 500"
+    with LiveServer(create_app(settings, fresh_db.factory), free_port()) as client:
+        answer = client.get("/healthz")
+    assert answer.status_code == 200  # the optional reader never makes the bot unhealthy
+    llm = answer.json()["llm"]
+    assert (llm["calls_today"], llm["cache_hits_today"], llm["last_failure_reason"]) == (
+        4, 2, "the endpoint answered 500")
+    assert llm["last_success"] is None and KEY not in answer.text and "127.0.0.1:9" not in answer.text
+
+
+def test_themes_suggest_llm_writes_a_checked_file(fresh_db: FreshDB, tmp_path: Path, feed_server: FeedServer) -> None:
+    answer = {"themes": [
+        {"key": "Credit Assignment!", "names": {"en": "Credit assignment", "zh": "信用分配"},
+         "description": "<b>Who</b> gets the reward.", "keywords": ["credit assignment", "信用分配"]},
+        {"key": "multi", "names": {"en": "Multi-agent", "zh": "多智能体"}, "description": "Agents together.",
+         "keywords": ["多智能体"]},
+        {"key": "empty", "names": {"en": "No keywords"}, "description": "dropped", "keywords": []},
+    ]}
+    with running(lambda body: Reply(content=json.dumps(answer, ensure_ascii=False))) as server:
+        feed = feed_server.serve("/rl.xml", rss(ENTRIES))
+        env = env_for(fresh_db, tmp_path, feed, server, language="zh")
+        assert run(env, "poll").exit_code == 0
+        out = tmp_path / "themes.toml"
+        result = run(env, "themes", "suggest", "--llm", "--weeks", "52", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        suggest = [b for b in server.requests if "starter themes file" in b["messages"][0]["content"]]
+        assert len(suggest) == 1 and "GiGPO" in user_text(suggest[0])
+    themes = load_themes(out)
+    assert [t.key for t in themes.themes] == ["credit_assignment", "multi"]
+    assert themes.themes[0].name == "信用分配" and themes.themes[0].name_en == "Credit assignment"
+    assert themes.themes[0].description == "Who gets the reward."
+
+
+def test_calls_stay_within_the_concurrency_limit(make_settings: Any, fresh_db: FreshDB) -> None:
+    import threading
+
+    from bot.llm.reading import read_new_entries
+
+    active, most, lock = [0], [0], threading.Lock()
+
+    def respond(body: dict[str, Any]) -> Reply:
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        threading.Event().wait(0.2)
+        with lock:
+            active[0] -= 1
+        return Reply(content=reading("multi_agent", "x"))
+
+    feed = tmp_path_feed(make_settings, fresh_db)
+    with running(respond) as server:
+        settings = make_settings(feed_urls=feed, llm_base_url=server.base_url, llm_model="m", llm_concurrency="2")
+        result = read_new_entries(settings, fresh_db.factory)
+    assert result.read == len(ENTRIES) and 1 <= most[0] <= 2
+
+
+def tmp_path_feed(make_settings: Any, fresh_db: FreshDB) -> str:
+    """Poll ENTRIES from a file feed into the database; the feed's path."""
+    import tempfile
+
+    from bot import ingest
+
+    path = Path(tempfile.mkdtemp()) / "rl.xml"
+    path.write_bytes(rss(ENTRIES))
+    ingest.poll_feeds(make_settings(feed_urls=str(path)), fresh_db.factory)
+    return str(path)
