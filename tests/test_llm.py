@@ -404,3 +404,42 @@ def tmp_path_feed(make_settings: Any, fresh_db: FreshDB) -> str:
     path.write_bytes(rss(ENTRIES))
     ingest.poll_feeds(make_settings(feed_urls=str(path)), fresh_db.factory)
     return str(path)
+
+
+def test_replay_serves_recorded_answers_by_request_hash(tmp_path: Path, make_settings: Any) -> None:
+    from llm_server import replay
+
+    prompts, answers = tmp_path / "prompts", tmp_path / "answers"
+    prompts.mkdir()
+    answers.mkdir()
+    themes = load_themes(None)
+    from bot.llm.reader import request_for, tldr_languages
+
+    bodies = [request_for("recorded-eval", themes, f"title {n}", "summary", tldr_languages()) for n in (1, 2, 3)]
+    for n, body in enumerate(bodies, start=1):
+        (prompts / f"{n}.json").write_text(json.dumps(body), encoding="utf-8")
+    content = reading("multi_agent", "x")
+    (answers / "1.json").write_text(json.dumps(content), encoding="utf-8")  # the content, as a JSON string
+    (answers / "2.json").write_text(json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}),
+                                    encoding="utf-8")  # a whole response object
+    with running(replay(prompts, answers)) as server:
+        settings = make_settings(llm_base_url=server.base_url, llm_model="any-name")
+        caller = Caller(settings, Budget(10), sleep=lambda s: None)
+        for body in bodies[:2]:
+            assert caller.complete({**body, "model": "any-name"}) == content
+        with pytest.raises(CallError, match="404"):  # no answer recorded for the third
+            caller.complete(bodies[2])
+        with pytest.raises(CallError, match="404"):  # a changed prompt finds no answer
+            caller.complete({**bodies[0], "temperature": 1})
+
+
+def test_tldr_shows_only_beside_a_summary_in_another_language() -> None:
+    from bot.llm.present import tldr_for
+    from bot.llm.reading import numbers_in_text
+
+    read = parse_reading(reading("a", "An English line."), "m", ["a"], ["en", "zh"], "")
+    assert tldr_for(read, "GiGPO 把稀疏的终局奖励分到每一步", "en") == "An English line."
+    assert tldr_for(read, "GiGPO spreads a sparse reward over the steps", "zh") == "中文一句话。"
+    assert tldr_for(read, "GiGPO spreads a sparse reward over the steps", "en") == ""
+    assert numbers_in_text("Both gain 12% on ALFWorld.", "GiGPO ... 提升 12%")
+    assert not numbers_in_text("Both gain 15% on ALFWorld.", "GiGPO ... 提升 12%")
