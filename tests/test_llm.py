@@ -443,3 +443,27 @@ def test_tldr_shows_only_beside_a_summary_in_another_language() -> None:
     assert tldr_for(read, "GiGPO spreads a sparse reward over the steps", "en") == ""
     assert numbers_in_text("Both gain 12% on ALFWorld.", "GiGPO ... 提升 12%")
     assert not numbers_in_text("Both gain 15% on ALFWorld.", "GiGPO ... 提升 12%")
+
+
+def test_the_console_edits_a_sections_introduction(fresh_db: FreshDB, make_settings: Any) -> None:
+    from helpers import free_port
+    from test_admin_security import PASSWORD, LiveServer, csrf_of, log_in
+    from test_digest import poll_fixture
+
+    from bot.digest import draft as drafts
+    from bot.passwords import hash_password
+    from bot.web import create_app
+
+    settings = make_settings(admin_password_hash=hash_password(PASSWORD))
+    poll_fixture(settings, fresh_db.factory)
+    with fresh_db.factory() as session:
+        first = drafts.load_draft(session, settings).data.themes[0]
+    with LiveServer(create_app(settings, fresh_db.factory), free_port()) as server, server.client() as client:
+        log_in(client)
+        assert 'action="/admin/draft/intro"' in client.get("/admin/draft").text
+        done = client.post("/admin/draft/intro", data={"section": first.key, "intro": "<b>Two</b> ideas.",
+                                                        "csrf": csrf_of(client)})
+        assert done.status_code == 303
+        assert "Two ideas." in client.get("/admin/draft").text
+    with fresh_db.factory() as session:
+        assert drafts.load_draft(session, settings).data.themes[0].intro == "Two ideas."
