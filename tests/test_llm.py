@@ -467,3 +467,20 @@ def test_the_console_edits_a_sections_introduction(fresh_db: FreshDB, make_setti
         assert "Two ideas." in client.get("/admin/draft").text
     with fresh_db.factory() as session:
         assert drafts.load_draft(session, settings).data.themes[0].intro == "Two ideas."
+
+
+def test_the_key_is_never_logged(make_settings: Any, fresh_db: FreshDB, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from bot.llm.reading import read_new_entries
+
+    feed = tmp_path_feed(make_settings, fresh_db)
+    caplog.set_level(logging.DEBUG)  # openai, httpx and httpcore included
+    replies = [Reply(status=401, body={"error": {"message": "bad key"}})]
+    with running(lambda body: replies[0]) as server:
+        settings = make_settings(feed_urls=feed, llm_base_url=server.base_url, llm_model="m", llm_api_key=KEY)
+        result = read_new_entries(settings, fresh_db.factory)
+    assert result.failed == len(ENTRIES)  # refused key, then the circuit opens
+    assert "401" in caplog.text
+    assert "POST" in caplog.text or "chat/completions" in caplog.text  # the debug logs did run
+    assert KEY not in caplog.text and KEY not in result.summary()
