@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from conftest import FeedServer, FreshDB
+from helpers import any_db
 from llm_server import ChatServer, Reply, running, user_text
 from smtp import SmtpServer, add_subscribers
 
@@ -183,6 +184,7 @@ def test_off_means_nothing_on_the_network(fresh_db: FreshDB, tmp_path: Path, fee
         assert store.health(session, "2026-12-02").calls_today == 0
 
 
+@any_db
 def test_a_second_poll_asks_nothing_new_and_reread_asks_again(
         fresh_db: FreshDB, tmp_path: Path, feed_server: FeedServer, chat: ChatServer) -> None:
     feed = feed_server.serve("/rl.xml", rss(ENTRIES[:2]))
@@ -197,6 +199,8 @@ def test_a_second_poll_asks_nothing_new_and_reread_asks_again(
     assert reread.exit_code == 0, reread.output
     assert "2 entries read" in reread.output
     assert len([b for b in chat.requests if not user_text(b).startswith("Section:")]) == 4
+    status = run(env, "status")  # the usage and cache queries, on this backend too
+    assert status.exit_code == 0 and "llm.readings\t2" in status.output
 
 
 # --- the parts, alone ------------------------------------------------------------------------
