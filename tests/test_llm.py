@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -488,3 +489,23 @@ def test_the_key_is_never_logged(make_settings: Any, fresh_db: FreshDB, caplog: 
     assert "401" in caplog.text
     assert "POST" in caplog.text or "chat/completions" in caplog.text  # the debug logs did run
     assert KEY not in caplog.text and KEY not in result.summary()
+
+
+def test_the_services_poll_job_reads_new_entries(make_settings: Any, fresh_db: FreshDB,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from bot import scheduler as sched
+
+    caplog.set_level(logging.INFO, logger="bot")
+    feed = tmp_path_feed(make_settings, fresh_db)
+    with running(lambda body: Reply(content=reading("multi_agent", "x"))) as server:
+        settings = make_settings(feed_urls=feed, llm_base_url=server.base_url, llm_model="m")
+        sched.set_context(sched.JobContext(settings, fresh_db.factory))
+        try:
+            sched.poll_job()
+        finally:
+            sched.set_context(None)
+    assert any(f"language model: {len(ENTRIES)} entries read" in r.getMessage() for r in caplog.records)
+    with fresh_db.factory() as session:
+        assert store.health(session, datetime.now(UTC).date().isoformat()).readings == len(ENTRIES)
