@@ -40,11 +40,16 @@ class Source:
     themes: Path | None  # None: the packaged themes file
 
 
+# held out: measured, never tuned on (tests/fixtures/llm/README.md)
 SETS = {
     "heldout37-zh": Source(FIXTURES / "heldout37" / "rl-zh.xml", FIXTURES / "heldout37" / "labels.tsv", None),
     "heldout38-en": Source(FIXTURES / "heldout38" / "rl-en.xml", FIXTURES / "heldout38" / "labels.tsv", None),
     "bio-en": Source(FIXTURES / "fields" / "bio-en" / "bio-en.xml",
                      FIXTURES / "fields" / "bio-en" / "bio-en_labels.tsv", LLM / "sets" / "bio-themes.toml"),
+    # dev sets: what a confidence threshold or the weighing of the readers may be chosen on
+    "dev8-zh": Source(FIXTURES / "eval" / "dev8" / "rl-zh.xml", FIXTURES / "eval" / "dev8" / "labels.tsv", None),
+    "dev-native-en": Source(FIXTURES / "eval" / "dev-native-en.xml", FIXTURES / "eval" / "dev-native-en_labels.tsv",
+                            None),
 }
 
 
