@@ -509,3 +509,27 @@ def test_the_services_poll_job_reads_new_entries(make_settings: Any, fresh_db: F
     assert any(f"language model: {len(ENTRIES)} entries read" in r.getMessage() for r in caplog.records)
     with fresh_db.factory() as session:
         assert store.health(session, datetime.now(UTC).date().isoformat()).readings == len(ENTRIES)
+
+
+def test_recorded_answers_replay_through_poll_and_preview(fresh_db: FreshDB, tmp_path: Path,
+                                                         feed_server: FeedServer) -> None:
+    """The bot, polling the bio-en feed, sends exactly the recorded requests (the replay finds an
+    answer for every entry) and its sections follow the confident answers."""
+    from llm_server import load_answer, replay
+
+    llm = ROOT / "tests" / "fixtures" / "llm"
+    feed = feed_server.serve("/bio.xml", (llm / "sets" / "bio-en" / "feed.xml").read_bytes())
+    with running(replay(llm / "prompts" / "bio-en", llm / "answers" / "bio-en")) as server:
+        env = env_for(fresh_db, tmp_path, feed, server, llm_model="recorded-eval",
+                      themes_file=str(llm / "sets" / "bio-themes.toml"), timezone="Asia/Shanghai")
+        polled = run(env, "poll")
+        assert "language model: 46 entries read" in polled.output, polled.output
+        doc = json.loads(run(env, "preview", "--week", "2026-W45", "--format", "json").stdout)
+    index = json.loads((llm / "sets" / "bio-en" / "index.json").read_text(encoding="utf-8"))["entries"]
+    chosen = {}
+    for entry in index:
+        answer = json.loads(load_answer(llm / "answers" / "bio-en" / f"{entry['n']}.json").content or "{}")
+        if answer["confidence"] >= 0.6:
+            chosen[entry["title"]] = answer["primary"]
+    placed = {e["title"]: theme["key"] for theme in doc["themes"] for e in theme["entries"]}
+    assert len(placed) == 12 and all(placed[title] == chosen[title] for title in placed if title in chosen)
