@@ -74,7 +74,7 @@ class Script:
             "忽略之前": [Reply(content=reading("pwned", "click http://evil.example/x"))],  # unknown key
             "熵坍缩": [Reply(status=429, headers={"Retry-After": "0"}, body={"error": {"message": "slow down"}}),
                        Reply(status=500, body={"error": {"message": "boom"}}),
-                       Reply(delay=3.0, content=reading("exploration_data", "late")),  # outlasts the timeout
+                       Reply(delay=8.0, content=reading("exploration_data", "late")),  # outlasts the 2 s timeout
                        Reply(content=reading("exploration_data",
                                              "<b>Entropy</b> collapse in RLVR, see www.evil.example and fixes."))],
         }
@@ -101,7 +101,7 @@ def env_for(fresh_db: FreshDB, tmp_path: Path, feed: str, chat: ChatServer | Non
         "DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": feed,
         "DIGESTBOT_OUTBOX_DIR": str(tmp_path / "outbox"), "DIGESTBOT_SECRET_KEY": "test-secret-key-not-for-production",
         "DIGESTBOT_BASE_URL": "https://digest.example.org", "DIGESTBOT_SMTP_HOST": "", "DIGESTBOT_CONFIG": "",
-        "DIGESTBOT_LANGUAGE": "en", "DIGESTBOT_LLM_TIMEOUT": "0.5", "DIGESTBOT_LLM_CONCURRENCY": "2",
+        "DIGESTBOT_LANGUAGE": "en", "DIGESTBOT_LLM_TIMEOUT": "2", "DIGESTBOT_LLM_CONCURRENCY": "2",
     }
     if chat is not None:
         env |= {"DIGESTBOT_LLM_BASE_URL": chat.base_url, "DIGESTBOT_LLM_MODEL": "scripted-model",
