@@ -48,10 +48,10 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
     history = theme_fit.history_items(session, week.start)
     # the sentence vectors stored after each poll, for the grouping's learned model
     vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
-    themes = load_themes(settings.themes_file)
+    theme_set = load_themes(settings.themes_file)
     # the language model's cached readings (bot.llm; none when it is off): read after the poll, never here
-    readings = load_readings(session, _items(chosen), themes, settings)
-    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors, readings), edits, themes)
+    readings = load_readings(session, _items(chosen), theme_set, settings)
+    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors, readings), edits, theme_set)
     data = attach_intros(session, data, settings)
     return replace(data, after_approval=waiting) if waiting else data
 
@@ -122,14 +122,18 @@ def assemble(
     entries give the same digest in any database, whatever order they came in.
     """
     keys = _item_keys([entry for entry, _ in chosen])
-    items = _items(chosen, vectors)
-    themes = load_themes(settings.themes_file)
-    groups = group_items(items, themes, history=history) if items else []
-    groups = shim.decide(groups, readings or {}, themes)  # LLM-SHIM (issue 34): goes when the reader is wired
+    items = [
+        Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "",
+             papers=tuple(entry.papers or ()), **_stored(vectors, entry.id))
+        for entry, _ in chosen
+    ]
+    theme_set = load_themes(settings.themes_file)
+    groups = group_items(items, theme_set, history=history) if items else []
+    groups = shim.decide(groups, readings or {}, theme_set)  # LLM-SHIM (issue 34): goes when the reader is wired
     # why each entry is where it is (`digestbot preview --explain`)
     why = {ex.key: ex for group in groups for ex in group.explanations}
     by_key = {keys[entry.id]: (entry, late) for entry, late in chosen}
-    views = tuple(
+    themes = tuple(
         ThemeView(
             name=group.name,
             name_en=group.name_en,
@@ -144,20 +148,16 @@ def assemble(
         )
         for group in groups
     )
-    papers = ({paper for theme in views for entry in theme.entries for paper in entry.papers} if readings
+    papers = ({paper for theme in themes for entry in theme.entries for paper in entry.papers} if readings
               else {paper for entry, _ in chosen for paper in entry.papers or ()})
-    return DigestData(week=week, themes=views, entry_count=len(chosen), paper_count=len(papers))
+    return DigestData(week=week, themes=themes, entry_count=len(chosen), paper_count=len(papers))
 
 
-def _items(chosen: Sequence[tuple[models.Entry, bool]],
-           vectors: Mapping[int, embedding.Stored] | None = None) -> list[Item]:
-    """The chosen entries as the grouping's items (keyed as ``_item_keys``)."""
+def _items(chosen: Sequence[tuple[models.Entry, bool]]) -> list[Item]:
+    """The chosen entries' text as the grouping's items hold it (for ``load_readings``)."""
     keys = _item_keys([entry for entry, _ in chosen])
-    return [
-        Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "",
-             papers=tuple(entry.papers or ()), **_stored(vectors, entry.id))
-        for entry, _ in chosen
-    ]
+    return [Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "")
+            for entry, _ in chosen]
 
 
 def _with_reading(view: DigestEntryView, reading: Reading | None, language: str) -> DigestEntryView:
