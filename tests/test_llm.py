@@ -212,6 +212,10 @@ def test_answers_are_validated_against_the_themes_and_the_entry() -> None:
     assert ok.primary == "a" and ok.papers == ("GiGPO",) and ok.confident
     fenced = parse_reading("```json\n" + reading(None, "x") + "\n```", "m", keys, languages, text)
     assert fenced.primary is None and not fenced.confident
+    thought = parse_reading("<think>It is about a.</think>\n" + reading("a", "x"), "m", keys, languages, text)
+    assert thought.primary == "a"
+    with pytest.raises(AnswerError, match="not JSON"):
+        parse_reading("Here: " + reading("a", "x"), "m", keys, languages, text)  # no prose around the object
     with pytest.raises(AnswerError, match="no theme"):
         parse_reading(reading("c", "x"), "m", keys, languages, text)
     with pytest.raises(AnswerError, match="not JSON"):

@@ -25,6 +25,7 @@ MAX_PAPER = 160
 MAX_PAPERS = 6
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+_THINKING = re.compile(r"^<think>.*?</think>\s*", re.S)  # what reasoning models write before the answer
 _TAG = re.compile(r"<[^>]{0,200}>")
 _LINK = re.compile(r"(?i)\b(?:https?://|www\.)\S+|\b[\w.-]+@[\w-]+\.[\w.]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
@@ -99,8 +100,9 @@ def content_of(response: Any) -> str:
 
 
 def parse_object(content: str) -> dict[str, Any]:
-    """One JSON object, alone (a Markdown code fence around it is taken off)."""
-    text = content.strip()
+    """One JSON object, alone (a reasoning model's leading <think> block and a Markdown code
+    fence around it are taken off)."""
+    text = _THINKING.sub("", content.strip())
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
