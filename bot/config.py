@@ -135,6 +135,27 @@ class Settings:
     require_approval: bool = False  # the scheduled send waits until the week is approved
     approval_reminder_hours: int = 24  # mail DIGESTBOT_ADMIN_EMAIL this long before an unapproved send
 
+    # the optional language-model reader (docs/llm.md): any OpenAI-compatible endpoint;
+    # without a base URL and a model it is off and nothing goes on the network
+    llm_base_url: str | None = None  # e.g. http://localhost:11434/v1 (Ollama)
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)  # never logged or shown
+    llm_api_key_file: str | None = None  # a file holding the key (a Docker secret)
+    llm_timeout: float = 60.0  # seconds per call
+    llm_concurrency: int = 2  # calls at once
+    llm_daily_calls: int = 2000  # calls per UTC day at most; the rest wait for the next day
+
+    @property
+    def llm_enabled(self) -> bool:
+        """True when a language model is configured (``DIGESTBOT_LLM_BASE_URL`` and ``_MODEL``)."""
+        return bool(self.llm_base_url and self.llm_model)
+
+    def llm_key(self) -> str | None:
+        """The model endpoint's key, from the setting or its file (read when needed, never logged)."""
+        if self.llm_api_key_file:
+            return Path(self.llm_api_key_file).read_text(encoding="utf-8").strip() or None
+        return self.llm_api_key or None
+
     @property
     def tz(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
@@ -334,6 +355,27 @@ def _validate(s: Settings) -> None:
     if s.admin_password_hash and s.admin_password_file:
         raise bad("admin_password_file", "set only one of DIGESTBOT_ADMIN_PASSWORD_HASH and "
                   "DIGESTBOT_ADMIN_PASSWORD_FILE")
+    _check_llm(s, bad)
+
+
+def _check_llm(s: Settings, bad: Any) -> None:
+    """The language-model reader's settings: both or neither of the URL and the model, one key source."""
+    if s.llm_base_url:
+        parts = urlsplit(s.llm_base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise bad("llm_base_url", f"{s.llm_base_url!r} must start with http:// or https://",
+                      "give the OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 for Ollama")
+        if not s.llm_model:
+            raise bad("llm_model", "is not set, but DIGESTBOT_LLM_BASE_URL is",
+                      "name the model to ask, e.g. qwen2.5:14b (or unset DIGESTBOT_LLM_BASE_URL)")
+    elif s.llm_model:
+        raise bad("llm_base_url", "is not set, but DIGESTBOT_LLM_MODEL is",
+                  "give the endpoint, e.g. http://localhost:11434/v1 (or unset DIGESTBOT_LLM_MODEL)")
+    if s.llm_api_key and s.llm_api_key_file:
+        raise bad("llm_api_key_file", "set only one of DIGESTBOT_LLM_API_KEY and DIGESTBOT_LLM_API_KEY_FILE")
+    if s.llm_api_key_file and not Path(s.llm_api_key_file).is_file():
+        raise bad("llm_api_key_file", f"{s.llm_api_key_file} is not a readable file",
+                  "give the path of a file that holds the key alone")
 
 
 # Upper (and lower) bounds: a value outside these is a typo, and would fail
@@ -347,6 +389,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "poll_interval": (1, 7 * 24 * 60), "send_grace_hours": (1, 7 * 24),
     "bounce_interval": (1, 24 * 60), "feed_alert_after": (1, 1000),
     "admin_session_hours": (1, 24 * 30), "approval_reminder_hours": (1, 7 * 24),
+    "llm_timeout": (0.1, 3600), "llm_concurrency": (1, 64), "llm_daily_calls": (1, 10_000_000),
 }
 
 

@@ -426,3 +426,48 @@ class MailboxMessage(Base):
     digest_id: Mapped[int | None] = mapped_column(ForeignKey("digests.id", ondelete="SET NULL"))
     detail: Mapped[str | None] = mapped_column(Text)  # the diagnostic, or why it was ignored
     processed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LlmReading(Base):
+    """A language model's answer to one request (``bot.llm``), cached: an entry's
+    reading (``kind`` "entry") or a section's introduction ("intro").
+
+    ``key`` is the hash of the request body (``bot.llm.prompt.body_hash``), which
+    holds the entry's text, the themes as the prompt shows them, the model and the
+    prompt, so a change in any of them asks again. ``answer`` is the validated
+    answer; ``error`` says why an answer was refused (it is kept, so a bad answer
+    is not asked for at every poll; ``digestbot themes reread`` asks again).
+    """
+
+    __tablename__ = "llm_readings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(10))
+    model: Mapped[str] = mapped_column(String(200))
+    answer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(String(300))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LlmUsage(Base):
+    """The language model's calls on one UTC day, for the daily budget and `digestbot status`."""
+
+    __tablename__ = "llm_usage"
+
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)  # "2026-12-02"
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    cache_hits: Mapped[int] = mapped_column(Integer, default=0)
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_failure_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_failure: Mapped[str | None] = mapped_column(String(300))
+
+
+class DraftIntro(Base):
+    """A section's introduction for one week, as the editor wrote it (empty: none)."""
+
+    __tablename__ = "draft_intros"
+
+    week: Mapped[str] = mapped_column(String(10), primary_key=True)
+    section: Mapped[str] = mapped_column(String(200), primary_key=True)  # a section key
+    text: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

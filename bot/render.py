@@ -83,6 +83,7 @@ class Section:
     hidden: int = 0  # entries of this theme the email leaves to the web copy
     # a theme of the themes file a reader can choose (not derived, not the catch-all)
     key: str | None = None
+    intro: str = ""  # what its entries share, plain text (bot.llm, or the editor's)
 
     @property
     def total(self) -> int:
@@ -283,6 +284,7 @@ def digest_json(data: DigestData) -> dict[str, Any]:
                 "key": theme.key,
                 "name_en": theme.name_en,
                 "catch_all": theme.catch_all,
+                "intro": theme.intro,  # bot.llm, or the editor's ("" when none)
                 "entries": [
                     {
                         "id": entry.entry_id,
@@ -292,6 +294,7 @@ def digest_json(data: DigestData) -> dict[str, Any]:
                         "papers": list(entry.papers),
                         "late": entry.late,
                         "source": entry.source,  # the feed(s), when several are active
+                        "tldr": entry.tldr,  # the language model's line in the digest's language ("" when none)
                     }
                     for entry in theme.entries
                 ],
@@ -361,7 +364,7 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
         description = "" if theme.derived else description
     choosable = not theme.catch_all and not theme.derived
     return Section(anchor=f"theme-{number}", name=name, subtitle=subtitle,
-                   description=description, entries=theme.entries,
+                   description=description, entries=theme.entries, intro=theme.intro,
                    key=theme.key if choosable else None)
 
 

@@ -165,6 +165,20 @@ def poll_job() -> None:
         log.error("poll: %s", embedded.summary())
     elif embedded.embedded or embedded.status == "unavailable":
         log.info("poll: %s", embedded.summary())
+    _read_with_llm(ctx)
+
+
+def _read_with_llm(ctx: Any) -> None:
+    """The language model reads the new entries (bot.llm.reading; nothing when it is off)."""
+    from bot.llm.reading import read_new_entries
+
+    try:
+        read = read_new_entries(ctx.settings, ctx.factory, stop=ctx.stopping)
+    except SQLAlchemyError as exc:  # a database outage: the next poll reads them
+        log.error("poll: cannot store the language model's readings: %s", exc)
+        return
+    if read.status != "off":
+        log.info("poll: %s", read.summary())
 
 
 def send_job() -> None:

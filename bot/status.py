@@ -26,6 +26,7 @@ from bot.digest import queries as digest_queries
 from bot.digest.schedule import scheduled_week
 from bot.ingest import feeds as managed_feeds
 from bot.ingest import queries as feed_queries
+from bot.llm import status as llm_status
 from bot.models import SUBSCRIBER_STATES, FeedState
 from bot.send import ledger
 from bot.terminal import markup as escape  # controls dropped, markup escaped
@@ -50,6 +51,7 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
         themes = theme_fit.fit_report(session, settings, now=now)
         owed = due.weekly_send(session, settings, now)
         chosen = choices.choice_counts(session)
+        llm = llm_status.report(session, settings, now)  # the language-model reader (bot.llm)
     feed_rows = _feeds(settings, feeds, counts, pending, jobs, now)
     return {
         "feeds": feed_rows,
@@ -64,6 +66,7 @@ def gather(settings: Settings, engine: Engine, factory: sessionmaker[Session],
         "bounces": bounces,
         # confirmed readers per chosen theme (issue 36); "everything": no choice
         "theme_choices": chosen,
+        "llm": llm,
     }
 
 
@@ -268,10 +271,24 @@ def render(status: dict[str, Any], console: Console) -> None:
         lines.append(f"[bold]last digest[/]  {d['week']}: {when}; deliveries: {counts}")
     lines += _bounce_lines(status.get("bounces"), tz)
     lines += _themes_lines(status.get("themes"))
+    lines += _llm_lines(status.get("llm"), tz)
     subs = status["subscribers"]
     lines.append("[bold]subscribers[/]  " + ", ".join(f"{n} {state}" for state, n in subs.items()))
     lines += _choice_lines(status.get("theme_choices"))
     console.print(Group(feeds, *lines))
+
+
+def _llm_lines(llm: dict[str, Any] | None, tz: str) -> list[str]:
+    """The language-model reader: off, or its model, calls today, cache hits, last success and failure."""
+    if not llm or not llm.get("enabled"):
+        return ["[bold]language model[/]  [dim]off (DIGESTBOT_LLM_BASE_URL not set): the offline readers group[/]"]
+    line = (f"[bold]language model[/]  {escape(llm['model'])}: {llm['calls_today']}/{llm['daily_calls']} calls "
+            f"today, {llm['cache_hits_today']} cache hits, {llm['readings']} readings ({llm['refused']} refused); "
+            f"last success {_short(llm['last_success'], tz) or 'never'}")
+    if llm["last_failure"]:
+        line += (f"; last failure {_short(llm['last_failure'], tz)}: "
+                 f"{escape(llm['last_failure_reason'] or '')}")
+    return [line]
 
 
 def _themes_lines(t: dict[str, Any] | None) -> list[str]:

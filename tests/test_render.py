@@ -94,10 +94,12 @@ def test_json_shape(w40):
     assert out["entry_count"] == 13 == sum(len(t["entries"]) for t in out["themes"])
     assert out["paper_count"] == data.paper_count
     for theme in out["themes"]:
-        assert set(theme) == {"name", "key", "name_en", "catch_all", "entries"}
+        assert set(theme) == {"name", "key", "name_en", "catch_all", "intro", "entries"}
+        assert theme["intro"] == ""  # no language model: no introduction
         assert isinstance(theme["name"], str) and isinstance(theme["catch_all"], bool)
         for entry in theme["entries"]:
-            assert set(entry) == {"id", "title", "link", "published", "papers", "late", "source"}
+            assert set(entry) == {"id", "title", "link", "published", "papers", "late", "source", "tldr"}
+            assert entry["tldr"] == ""
             assert entry["source"] is None  # one feed: no entry names it
             assert entry["link"].startswith("https://messagedaily.example/posts/")
             published = datetime.fromisoformat(entry["published"])

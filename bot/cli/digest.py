@@ -75,6 +75,7 @@ def _explain_json(doc: dict[str, Any], data: digest.DigestData) -> None:
     for theme_doc, theme in zip(doc["themes"], data.themes, strict=True):
         for entry_doc, entry in zip(theme_doc["entries"], theme.entries, strict=True):
             entry_doc["why"] = explanation_json(entry.why) if entry.why else None
+            entry_doc["llm"] = entry.llm or None  # the language model's choice and reason (bot.llm)
 
 
 def _explain_text(data: digest.DigestData) -> str:
@@ -86,6 +87,8 @@ def _explain_text(data: digest.DigestData) -> str:
         for entry in theme.entries:
             lines.append(f"  - {entry.title}")
             lines += explanation_lines(entry.why) if entry.why else ["    (placed by the editor)"]
+            if entry.llm:
+                lines.append(f"    llm: {entry.llm}")
     return "\n".join(printable(line) for line in lines) + "\n"
 
 

@@ -69,6 +69,8 @@ def show(app: App, week: str | None, fmt: str) -> None:
         renamed = " (renamed)" if theme.renamed else ""
         console.print(f"{number}. {theme.name or 'catch-all'}{renamed}  [{theme.key}]", markup=False,
                       style="bold")
+        if theme.intro:
+            console.print(f"   intro: {theme.intro}", markup=False)
         for entry in theme.entries:
             late = " (late addition)" if entry.late else ""
             console.print(f"   {entry.entry_id:>6}  {entry.title}{late}", markup=False)
@@ -124,6 +126,21 @@ def move(app: App, entry: str, section: str, week: str | None) -> None:
 def rename(app: App, section: str, name: str, week: str | None) -> None:
     """Call SECTION NAME in this week's digest ("" gives it back its own name)."""
     _done(drafts.rename(app.factory, app.settings, section, name, week=week))
+
+
+@draft_group.command("intro")
+@click.argument("section")
+@click.argument("text", required=False)
+@click.option("--generated", is_flag=True, help="Drop the edit: show the language model's introduction again.")
+@week_option()
+@pass_app
+@reports_errors
+def intro(app: App, section: str, text: str | None, generated: bool, week: str | None) -> None:
+    """Introduce SECTION with TEXT in this week's digest ("" shows no introduction)."""
+    if text is None and not generated:
+        raise BotError("give the introduction's TEXT, \"\" for none, or --generated",
+                       hint='digestbot draft intro SECTION "One or two sentences on what its entries share."')
+    _done(drafts.set_intro(app.factory, app.settings, section, None if generated else text, week=week))
 
 
 @draft_group.command("order")

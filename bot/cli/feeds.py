@@ -47,6 +47,7 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     failed = sum(r.status == "error" for r in results)
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
     _embed(app)
+    _read_with_llm(app)
     if failed == len(results):
         sys.exit(1)
 
@@ -62,6 +63,15 @@ def _embed(app: App) -> None:
     if result.status == "error":
         err_console.print(printable(result.summary()), markup=False)
     elif result.status == "unavailable" or result.embedded:
+        console.print(printable(result.summary()), markup=False)
+
+
+def _read_with_llm(app: App) -> None:
+    """The language model reads the entries not read yet (nothing when it is off: DIGESTBOT_LLM_*)."""
+    from bot.llm.reading import read_new_entries
+
+    result = read_new_entries(app.settings, app.factory)
+    if result.status != "off":
         console.print(printable(result.summary()), markup=False)
 
 

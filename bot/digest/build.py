@@ -18,6 +18,10 @@ from bot.digest.edits import apply_edits
 from bot.digest.text import clean_line, safe_link, trim_summary
 from bot.digest.views import DigestData, DigestEntryView, ThemeView, section_key
 from bot.digest.week import Week, parse_week, week_of
+from bot.llm import shim
+from bot.llm.answer import Reading
+from bot.llm.present import attach_intros, tldr_for
+from bot.llm.reader import explain, load_readings
 from bot.themes import Item, group_items, load_themes
 
 
@@ -44,8 +48,11 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
     history = theme_fit.history_items(session, week.start)
     # the sentence vectors stored after each poll, for the grouping's learned model
     vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
-    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
-                       load_themes(settings.themes_file))
+    theme_set = load_themes(settings.themes_file)
+    # the language model's cached readings (bot.llm; none when it is off): read after the poll, never here
+    readings = load_readings(session, _items(chosen), theme_set, settings)
+    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors, readings), edits, theme_set)
+    data = attach_intros(session, data, settings)
     return replace(data, after_approval=waiting) if waiting else data
 
 
@@ -107,7 +114,7 @@ def _backfill(session: Session, week: Week, taken: set[int]) -> list[models.Entr
 def assemble(
     week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings,
     sources: Mapping[int, str] | None = None, history: Sequence[Item] = (),
-    vectors: Mapping[int, embedding.Stored] | None = None,
+    vectors: Mapping[int, embedding.Stored] | None = None, readings: Mapping[str, Reading] | None = None,
 ) -> DigestData:
     """Group the chosen (entry, late) pairs into themes and shape them for rendering.
 
@@ -120,7 +127,9 @@ def assemble(
              papers=tuple(entry.papers or ()), **_stored(vectors, entry.id))
         for entry, _ in chosen
     ]
-    groups = group_items(items, load_themes(settings.themes_file), history=history) if items else []
+    theme_set = load_themes(settings.themes_file)
+    groups = group_items(items, theme_set, history=history) if items else []
+    groups = shim.decide(groups, readings or {}, theme_set)  # LLM-SHIM (issue 34): goes when the reader is wired
     # why each entry is where it is (`digestbot preview --explain`)
     why = {ex.key: ex for group in groups for ex in group.explanations}
     by_key = {keys[entry.id]: (entry, late) for entry, late in chosen}
@@ -130,16 +139,34 @@ def assemble(
             name_en=group.name_en,
             description=group.description,
             catch_all=group.catch_all,
-            entries=tuple(replace(_view(*by_key[key], week.tz, settings.summary_length, sources or {}),
-                                  why=why.get(key))
+            entries=tuple(_with_reading(replace(_view(*by_key[key], week.tz, settings.summary_length,
+                                                      sources or {}), why=why.get(key)),
+                                        (readings or {}).get(key), settings.language)
                           for key in group.keys),
             derived=group.theme_key is None and not group.catch_all,
             key=section_key(group.theme_key, group.catch_all, group.name),
         )
         for group in groups
     )
-    papers = {paper for entry, _ in chosen for paper in entry.papers or ()}
+    papers = ({paper for theme in themes for entry in theme.entries for paper in entry.papers} if readings
+              else {paper for entry, _ in chosen for paper in entry.papers or ()})
     return DigestData(week=week, themes=themes, entry_count=len(chosen), paper_count=len(papers))
+
+
+def _items(chosen: Sequence[tuple[models.Entry, bool]]) -> list[Item]:
+    """The chosen entries' text as the grouping's items hold it (for ``load_readings``)."""
+    keys = _item_keys([entry for entry, _ in chosen])
+    return [Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "")
+            for entry, _ in chosen]
+
+
+def _with_reading(view: DigestEntryView, reading: Reading | None, language: str) -> DigestEntryView:
+    """An entry's view with what the model read in it: the papers it names, and a TL;DR
+    in the digest's language when the summary is written in another."""
+    if reading is None:
+        return view
+    return replace(view, papers=tuple(clean_line(p) for p in reading.papers),
+                   tldr=tldr_for(reading, view.title + view.summary, language), llm=explain(reading))
 
 
 def _item_keys(entries: Iterable[models.Entry]) -> dict[int, str]:

@@ -233,6 +233,27 @@ def rename(factory: sessionmaker[Session], settings: Settings, section: str, nam
         return done + _withdraw(session, draft, now)
 
 
+def set_intro(factory: sessionmaker[Session], settings: Settings, section: str, text: str | None, *,
+              week: str | None = None, now: datetime | None = None) -> str:
+    """Write a section's introduction for this week ("" shows none; None gives back the
+    language model's). Plain text, one paragraph, capped like the model's."""
+    from bot.llm.answer import MAX_INTRO, plain
+    from bot.llm.store import set_intro as store_intro
+
+    now = now or datetime.now(UTC)
+    cleaned = plain(text, MAX_INTRO + 1) if text is not None else None
+    if cleaned is not None and len(cleaned) > MAX_INTRO:
+        raise DraftError(f"a section introduction has at most {MAX_INTRO} characters")
+    with transaction(factory) as session:
+        draft = _editable(session, settings, week_for(session, settings, week, now), now)
+        choice = _resolve_section(draft, section, present_only=True)
+        store_intro(session, draft.week.label, choice.key, cleaned, now)
+        done = (f"{draft.week.label}: section {choice.key} has its generated introduction again" if cleaned is None
+                else f"{draft.week.label}: section {choice.key} shows no introduction" if not cleaned
+                else f"{draft.week.label}: section {choice.key} introduced as “{cleaned}”")
+        return done + _withdraw(session, draft, now)
+
+
 def reorder(factory: sessionmaker[Session], settings: Settings, sections: Sequence[str], *,
             week: str | None = None, now: datetime | None = None) -> str:
     """Put sections in this order (sections not named follow where the grouping puts them)."""

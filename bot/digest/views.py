@@ -41,6 +41,10 @@ class DigestEntryView:
     source: str | None = None
     # why the grouping put it in its section (`digestbot preview --explain`)
     why: Explanation | None = field(default=None, compare=False)
+    # the language model's one-line TL;DR in the digest's language, when the summary is in another (bot.llm)
+    tldr: str = ""
+    # what the language model chose for it and why (`--explain`; "" without a reading)
+    llm: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class ThemeView:
     derived: bool = False  # named after the week's own terms, not a theme of the file
     key: str = ""  # see section_key; what the editor's edits refer to
     renamed: bool = False  # the editor named it for this week: ``name`` is used in every language
+    intro: str = ""  # one or two sentences on what its entries share (bot.llm; the editor's, if edited)
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,21 @@ def _database_ok(site: Site) -> bool:
         return False
 
 
+def _llm_report(site: Site) -> dict[str, Any]:
+    from bot.llm.status import report
+
+    with site.factory() as session:
+        found = report(session, site.settings)
+    found.pop("base_url", None)  # /healthz is public: no endpoint address
+    return found
+
+
 async def healthz(request: Request) -> Response:
     site = site_of(request)
     body: dict[str, Any] = {"status": "ok", "database": await site.db(_database_ok, site)}
     healthy = body["database"]
+    if site.settings.llm_enabled and healthy:  # the optional reader: reported, never a reason for 503
+        body["llm"] = await site.db(_llm_report, site)
     for name, check in site.health_checks.items():
         try:
             result = check()

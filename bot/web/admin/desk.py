@@ -101,6 +101,8 @@ def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
         return drafts.move(factory, settings, entry, section, week=week)
     if kind == "rename":
         return drafts.rename(factory, settings, section, field(form, "name", 300), week=week)
+    if kind == "intro":  # the section's introduction for the week; empty gives back the model's
+        return drafts.set_intro(factory, settings, section, field(form, "intro", 1000).strip() or None, week=week)
     if kind == "order":
         return drafts.reorder(factory, settings, [s for s in form.getlist("order") if isinstance(s, str)],
                               week=week)
@@ -121,7 +123,7 @@ def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
     raise AssertionError(kind)
 
 
-ACTIONS = ("exclude", "include", "move", "rename", "order", "note", "approve", "withdraw", "test")
+ACTIONS = ("exclude", "include", "move", "rename", "order", "note", "approve", "withdraw", "test", "intro")
 
 ROUTES = [
     route("/draft", draft_page),

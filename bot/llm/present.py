@@ -1,0 +1,52 @@
+"""What the model's cached answers add to a built digest: a TL;DR line beside a
+summary written in another language, and each section's introduction (the
+editor's where edited). Reads the cache only; never calls the model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlalchemy.orm import Session
+
+from bot.config import Settings
+from bot.digest.views import DigestData
+from bot.llm import store
+from bot.llm.answer import Reading
+from bot.llm.prompt import body_hash
+
+CJK_SHARE = 0.2  # from this share of CJK characters among its letters, a text is taken as Chinese
+
+
+def text_language(text: str) -> str:
+    """"zh" for text mostly in Chinese characters, else "en" (the two editions there are)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return "en"
+    cjk = sum("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in letters)
+    return "zh" if cjk / len(letters) >= CJK_SHARE else "en"
+
+
+def tldr_for(reading: Reading, text: str, language: str) -> str:
+    """The TL;DR to show beside an entry in a ``language`` digest: only when its own text is
+    in another language (a Chinese feed's English edition, and the other way round)."""
+    if text_language(text) == language:
+        return ""
+    return reading.tldr.get(language, "")
+
+
+def attach_intros(session: Session, data: DigestData, settings: Settings) -> DigestData:
+    """``data`` with each section's introduction: the editor's for the week, else the one
+    generated for the section as it stands (none when its entries changed since)."""
+    edited = store.week_intros(session, data.week.label)
+    generated: dict[str, str] = {}
+    if settings.llm_enabled:
+        from bot.llm.reading import section_requests
+
+        keyed = {section: body_hash(body) for section, body, _ in section_requests(settings, data)}
+        found = store.intros(session, keyed.values())
+        generated = {section: found[key] for section, key in keyed.items() if key in found}
+    if not edited and not generated:
+        return data
+    themes = tuple(replace(theme, intro=edited.get(theme.key, generated.get(theme.key, "")))
+                   for theme in data.themes)
+    return replace(data, themes=themes)
