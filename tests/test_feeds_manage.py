@@ -163,7 +163,7 @@ def test_adding_a_web_page_names_the_feed_it_links_to(fresh_db, tmp_path, feed_s
                              b'<link rel="alternate" type="application/rss+xml" href="/blog/feed.xml"></head></html>',
                              headers={"Content-Type": "text/html"})
     added = invoke(env, "feeds", "add", page)
-    assert added.exit_code == 0 and "an HTML page, not a feed" in added.output
+    assert added.exit_code == 3 and "an HTML page, not a feed" in added.output
     assert f"hint: this URL is a web page, not a feed: use the address of its RSS or Atom feed; " \
            f"the page names one: {feed}" in " ".join(added.output.split())
     polled = invoke(env, "poll", page)

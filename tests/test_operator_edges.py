@@ -341,7 +341,7 @@ def test_feeds_add_shows_a_failing_first_poll_once(polled, feed_server, digestbo
     url = feed_server.serve("/down-at-add.xml", b"gone", status=503)
     result = digestbot.run("feeds", "add", url, env=polled)
     shown = result.stdout + result.stderr
-    assert result.returncode == 0 and "503" in shown
+    assert result.returncode == 3 and "503" in shown  # added, but failing (bot.cli.exits)
     assert shown.count("503") == 1 and "WARNING" not in shown, shown
     assert "the first poll failed" in result.stderr
 

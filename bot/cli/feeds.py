@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from bot import ingest, logs
+from bot.cli import exits
 from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
 from bot.cli.output import chosen_format, emit_rows, format_option
 from bot.db import transaction
@@ -47,8 +48,9 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     failed = sum(r.status == "error" for r in results)
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
     _embed(app)
-    if failed == len(results):
-        sys.exit(1)
+    code = exits.after_polls(len(results), failed)
+    if code != exits.OK:
+        sys.exit(code)
 
 
 def _embed(app: App) -> None:
@@ -160,7 +162,8 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
         err_console.print("warning: the first poll failed; the feed stays added and is polled "
                           f"with the others (`digestbot feeds remove {feed_id}` if it was a typo)",
                           markup=False)
-    elif held is None:
+        sys.exit(exits.FEEDS_FAILED)
+    if held is None:
         console.print("no digest has gone out yet, so nothing is held back: its posts belong "
                       "to their own weeks")
     elif backfill:
@@ -217,13 +220,17 @@ def feeds_resume(app: App, feed: str) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--backfill", is_flag=True,
               help="Mail the new feeds' earlier posts in the next digest.")
+@click.option("--no-poll", is_flag=True,
+              help="Only add the feeds; the next `digestbot poll` (or the service) checks them.")
 @pass_app
 @reports_errors
-def feeds_import(app: App, file: str, backfill: bool) -> None:
+def feeds_import(app: App, file: str, backfill: bool, no_poll: bool = False) -> None:
     """Add every feed listed in an OPML FILE (from any feed reader; categories
-    and nesting are fine). Feeds already there are left as they are."""
+    and nesting are fine) and poll the new ones once, naming each whose first
+    poll fails (exit 3). Feeds already there are left as they are."""
     listed = opml.read_opml_file(file)
     counts = {"added": 0, "restored": 0, "exists": 0, "skipped": 0}
+    new_urls: list[str] = []
     now = datetime.now(UTC)
     with transaction(app.factory) as session:
         for item in listed:
@@ -236,12 +243,32 @@ def feeds_import(app: App, file: str, backfill: bool) -> None:
                 continue
             counts[added.outcome] += 1
             if added.outcome != "exists":
+                new_urls.append(added.feed.url)
                 console.print(printable(f"{added.outcome} feed {added.feed.id}: {added.feed.url}"),
                               markup=False)
     console.print(f"{len(listed)} feed(s) in {Path(file).name}: {counts['added']} added, "
                   f"{counts['restored']} restored, {counts['exists']} already there, "
-                  f"{counts['skipped']} skipped; new feeds are polled by the next "
-                  "`digestbot poll` (or the service)", markup=False)
+                  f"{counts['skipped']} skipped", markup=False)
+    if not new_urls:
+        return
+    if no_poll:
+        console.print("not polled yet (--no-poll): the next `digestbot poll` checks the new feeds")
+        return
+    failed = _first_polls(app, new_urls)
+    if failed:
+        err_console.print(f"warning: {failed} of the {len(new_urls)} new feeds failed their first "
+                          "poll (the lines starting with `error` above); they stay added and are "
+                          "polled with the others: fix or `digestbot feeds remove` them",
+                          markup=False)
+        sys.exit(exits.FEEDS_FAILED)
+
+
+def _first_polls(app: App, urls: list[str]) -> int:
+    """Poll the feeds just added, printing each result; the number that failed."""
+    with _poll_reported_here(app):
+        results = ingest.poll_feeds(app.settings, app.factory, urls, on_result=_show_result)
+    _embed(app)
+    return sum(r.status == "error" for r in results)
 
 
 @feeds_command.command("export")
