@@ -33,7 +33,7 @@ from bot.digest import DigestData, DigestEntryView, ThemeView, clean_line
 from bot.digest.note import note_html, note_text
 from bot.mailer.message import UNSUBSCRIBE_PLACEHOLDER
 from bot.mailer.slots import mark_slots, new_slot
-from bot.templating import Language, language, render_template
+from bot.templating import Language, default_title, language, render_template
 
 __all__ = ["SAMPLE_UNSUBSCRIBE_TOKEN", "UNSUBSCRIBE_PLACEHOLDER", "Rendered", "Section",
            "digest_json", "inline_css", "sample_unsubscribe_url", "with_sample_links",
@@ -180,7 +180,7 @@ def _context(data: DigestData, settings: Settings, lang: Language) -> dict[str, 
     base_url = settings.base_url.rstrip("/")
     shown = sections(data, lang)
     return {
-        "title": clean_line(settings.title),
+        "title": clean_line(title_of(data, settings)),
         "week": data.week.label,
         "date_range": lang.date_range(data.week.first_day, data.week.last_day),
         "counts": counts_line(data, lang),
@@ -211,9 +211,9 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
     """
     native = lang.code == THEMES_FILE_LANGUAGE
     if theme.catch_all:
-        name = (theme.name if native else theme.name_en) or lang.gettext("More deep reads")
+        name = (theme.name if native else theme.name_en) or lang.gettext("Also this week")
         description = (theme.description if native else "") or \
-            lang.gettext("The week's other deep reads worth a look.")
+            lang.gettext("The week's other entries.")
     else:
         name = theme.name if native else (theme.name_en or theme.name)
         description = theme.description if native else ""
@@ -244,12 +244,18 @@ def _related_reads(theme: ThemeView, lang: Language) -> str:
     return lang.gettext("Related reads: %(papers)s", papers=" · ".join(unique))
 
 
+def title_of(data: DigestData, settings: Settings) -> str:
+    """The digest's name: as built (``bot.titles``), else the settings'
+    (resolved by ``bot.titles.titled``), else the neutral default."""
+    return data.title or settings.title or default_title(settings.language)
+
+
 def subject_line(data: DigestData, settings: Settings) -> str:
     """``强化学习周报 · 2026 年第 40 周（9/28–10/4）· 9 篇精读 · 23 篇论文``, on one line."""
     lang = language(settings.language)
     counts = lang.gettext("no new deep reads this week") if data.is_empty else counts_line(data, lang)
     subject = lang.gettext(
-        "%(title)s · %(week)s (%(dates)s) · %(counts)s", title=clean_line(settings.title),
+        "%(title)s · %(week)s (%(dates)s) · %(counts)s", title=clean_line(title_of(data, settings)),
         week=lang.pgettext("ISO week in the subject line", "%(year)s-W%(week)02d",
                            year=data.week.year, week=data.week.number),
         dates=lang.date_range(data.week.first_day, data.week.last_day),
@@ -260,8 +266,11 @@ def subject_line(data: DigestData, settings: Settings) -> str:
 
 def counts_line(data: DigestData, lang: Language) -> str:
     """``13 篇精读 · 24 篇论文`` / ``13 deep reads · 24 papers``; a week whose
-    entries name no paper (a feed of blog posts) counts ``6 entries``."""
-    if not data.paper_count:
+    entries name no paper (a feed of blog posts) counts ``6 entries``, and so
+    does one where fewer than half the entries name one: there a name is
+    incidental (a venue in a title), and "1 paper" for 14 papers would mislead."""
+    naming = sum(bool(entry.papers) for entry in data.entries)
+    if not data.paper_count or 2 * naming < len(data.entries):
         return lang.ngettext("%(num)s entry", "%(num)s entries", data.entry_count)
     parts = [lang.ngettext("%(num)s deep read", "%(num)s deep reads", data.entry_count)]
     if data.paper_count:

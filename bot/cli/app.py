@@ -7,18 +7,19 @@ import sys
 from collections.abc import Callable
 from functools import cached_property, wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db, logs
-from bot.config import Settings, load_settings
 from bot.errors import BotError
 from bot.terminal import markup
+
+if TYPE_CHECKING:  # imported when first used: `--help` and light commands never load them
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from bot.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,17 +41,24 @@ class App:
 
     @cached_property
     def settings(self) -> Settings:
+        from bot import logs
+        from bot.config import load_settings
+
         settings = load_settings(config_file=self.config_file)
         logs.configure(settings.log_level if self.verbose else "WARNING")
         return settings
 
     @cached_property
     def engine(self) -> Engine:
+        from bot import db
+
         return db.make_engine(self.settings.database_url)
 
     @cached_property
     def factory(self) -> sessionmaker[Session]:
         """Sessions on a database known to be at the newest migration."""
+        from bot import db
+
         db.check_current(self.engine)
         return db.session_factory(self.engine)
 
@@ -78,9 +86,10 @@ def reports_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (BotError, SQLAlchemyError) as exc:
-            # a read-only, damaged or unreachable database is a message too
-            error = exc if isinstance(exc, BotError) else db.explain(exc)
+        except Exception as exc:
+            error = _as_bot_error(exc)
+            if error is None:
+                raise
             # escaped, controls dropped: a message may quote a feed or a server
             # (``[/]``, escape sequences) or hold brackets (pip install 'digestbot[postgres]')
             err_console.print(f"[bold red]error:[/] {markup(error.message, keep_newlines=True)}")
@@ -88,6 +97,20 @@ def reports_errors(func: F) -> F:
                 err_console.print(f"  [dim]hint:[/] {markup(error.hint, keep_newlines=True)}")
             sys.exit(1)
     return wrapper  # type: ignore[return-value]
+
+
+def _as_bot_error(exc: Exception) -> BotError | None:
+    """A BotError, or a database failure in words (a read-only, damaged or
+    unreachable database is a message too); None for anything else."""
+    if isinstance(exc, BotError):
+        return exc
+    if "sqlalchemy" not in sys.modules:  # no database was touched: it is not one of its errors
+        return None
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from bot import db
+
+    return db.explain(exc) if isinstance(exc, SQLAlchemyError) else None
 
 
 def write_out(path: Path, data: str | bytes, *, parents: bool = False) -> None:

@@ -25,6 +25,7 @@ from bot.ingest import feeds as managed
 from bot.ingest import opml, vectors
 from bot.ingest import queries as feed_queries
 from bot.terminal import printable
+from bot.titles import titled
 
 
 @click.command()
@@ -280,7 +281,7 @@ def feeds_export(app: App, out: str | None) -> None:
     with app.factory() as session:
         listed = [opml.ExportFeed(url=feed.url, name=feed.display_name)
                   for feed in feed_queries.all_feeds(session)]
-    data = opml.write_opml(listed, title=f"{app.settings.title}: feeds")
+    data = opml.write_opml(listed, title=f"{titled(app.settings, app.factory).title}: feeds")
     if out is None:
         click.get_binary_stream("stdout").write(data)
         return

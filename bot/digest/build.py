@@ -19,6 +19,7 @@ from bot.digest.text import clean_line, safe_link, trim_summary
 from bot.digest.views import DigestData, DigestEntryView, ThemeView, section_key
 from bot.digest.week import Week, parse_week, week_of
 from bot.themes import Item, group_items, load_themes
+from bot.titles import digest_title
 
 
 def build_digest(session: Session, week: Week, settings: Settings) -> DigestData:
@@ -46,7 +47,7 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
     vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
     data = apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
                        load_themes(settings.themes_file))
-    return replace(data, after_approval=waiting) if waiting else data
+    return replace(data, after_approval=waiting, title=digest_title(settings, session))
 
 
 def _as_approved(

@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from bot.config import Settings
 from bot.mailer import Sender, make_sender
+from bot.titles import titled
 from bot.tokens import Tokens
 from bot.web import admin, archive, feed, health, public
 from bot.web.limits import SharedWindow, utcnow
@@ -50,6 +51,7 @@ def create_app(
     The rate limits count in the database (``bot.web.limits``), so every
     instance serving the same database enforces them together."""
     limits = limits or RateLimits()
+    settings = titled(settings, factory)  # the pages and the confirmation mail name the digest
     site = Site(
         settings=settings,
         factory=factory,
