@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -54,8 +55,13 @@ def show(app: App, week: str | None, fmt: str) -> None:
              "approved" if found.approved else "not approved")
     line = f"{found.week.label} ({found.week.first_day} – {found.week.last_day}): {state}"
     if found.scheduled and not found.frozen:
-        when = next_send_time(settings).isoformat(timespec="minutes")
-        line += f"; the next scheduled send ({when}) covers it"
+        at = next_send_time(settings)
+        when = at.isoformat(timespec="minutes")
+        if found.week.next().end <= at - timedelta(days=7):  # an old week: no later one has entries yet
+            line += (f"; the next scheduled send ({when}) covers it only if no later week "
+                     "gets entries before then")
+        else:
+            line += f"; the next scheduled send ({when}) covers it"
     if settings.require_approval and not found.frozen and not found.approved:
         line += "; DIGESTBOT_REQUIRE_APPROVAL holds its send until it is approved"
     console.print(line, markup=False)
