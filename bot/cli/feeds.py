@@ -170,8 +170,20 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     elif backfill:
         console.print("its earlier posts go into the next digest (--backfill)")
     else:
-        console.print("its earlier posts are stored; those of weeks already mailed are never "
-                      "mailed (add with --backfill to mail them all in the next digest)")
+        _show_backlog(app, feed_id)
+
+
+def _show_backlog(app: App, feed_id: int) -> None:
+    """Which of a new feed's earlier posts are mailed: by the design
+    (bot.ingest.feeds), those of a week already mailed never are, those of a
+    week not mailed yet are part of that week's digest."""
+    from bot.digest.queries import held_backlog
+
+    with app.factory() as session:
+        held, later, last = held_backlog(session, feed_id, app.settings.timezone)
+    console.print(f"its posts from before it was added: {held} of weeks up to {last}, the last "
+                  f"week mailed: stored, never mailed; {later} of later weeks: in their week's "
+                  "digest (add with --backfill to mail them all in the next digest)", markup=False)
 
 
 @feeds_command.command("remove")
