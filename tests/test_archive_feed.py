@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import feedparser
 import httpx
@@ -18,6 +19,7 @@ from test_web import LiveServer
 
 from bot.config import Settings
 from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
+from bot.models import Digest
 from bot.send import send_digest
 from bot.titles import titled
 from bot.web import create_app
@@ -89,3 +91,18 @@ def test_pages_announce_the_feed(served: tuple[Settings, httpx.Client], page: st
     assert link.group(1) == title
     found = feedparser.parse(client.get(link.group(2)).content)  # what a reader's discovery does
     assert not found.bozo and found.feed.title == title
+
+
+def test_the_archive_shows_dates_in_the_configured_zone(fresh_db: FreshDB,
+                                                         served: tuple[Settings, httpx.Client]) -> None:
+    """Seen (issue 35, item 9): the archive showed UTC dates while `status`
+    and the console use DIGESTBOT_TIMEZONE (Asia/Shanghai here)."""
+    settings, client = served
+    assert settings.timezone == "Asia/Shanghai"
+    digest_id = make_digest(fresh_db.factory, "2026-W40", subject="W40", status="sent")
+    with fresh_db.factory() as session, session.begin():
+        # Sunday 20:00 UTC is Monday 04:00 in Shanghai
+        session.get(Digest, digest_id).sent_at = datetime(2026, 10, 4, 20, 0, tzinfo=UTC)
+    page = client.get("/archive").text
+    assert "2026-W40 · 2026-10-05" in page
+    assert "2026-10-04" not in page

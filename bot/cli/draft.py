@@ -15,6 +15,7 @@ from bot.cli.app import App, console, err_console, pass_app, reports_errors
 from bot.digest import draft as drafts
 from bot.digest.schedule import next_send_time
 from bot.errors import BotError
+from bot.times import local_iso
 
 WEEK_HELP = "ISO week such as 2026-W40 (default: the week the next scheduled send covers)."
 ENTRY_WEEK_HELP = "ISO week such as 2026-W40 (default: the entry's own week)."
@@ -47,7 +48,8 @@ def show(app: App, week: str | None, fmt: str) -> None:
         found = drafts.load_draft(session, settings, drafts.week_for(session, settings, week))
     if fmt == "json":
         body = render.digest_json(found.data) | {
-            "approved_at": found.edits.approved_at.isoformat() if found.edits.approved_at else None,
+            # in DIGESTBOT_TIMEZONE, with its offset, like every time the CLI prints (bot.times)
+            "approved_at": local_iso(found.edits.approved_at, settings.tz),
             "after_approval": found.data.after_approval, "frozen": found.frozen, "scheduled": found.scheduled}
         click.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
