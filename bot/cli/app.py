@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from bot.errors import BotError
-from bot.terminal import markup
+from bot.terminal import StepProgress, markup
 
 if TYPE_CHECKING:  # imported when first used: `--help` and light commands never load them
     from sqlalchemy import Engine
@@ -129,24 +129,10 @@ def write_out(path: Path, data: str | bytes, *, parents: bool = False) -> None:
                        hint="check that its folder exists and is writable, or give another --out") from None
 
 
-class LazyBar:
-    """A progress bar that appears with the first report of progress: work that
-    turns out to have nothing to do draws nothing."""
+class LazyBar(StepProgress):
+    """A long step's progress on the commands' console: a bar on a terminal
+    that appears with the first report, a line every 10 s or 10 % in a log
+    (``bot.terminal.StepProgress``)."""
 
     def __init__(self, description: str, *, transient: bool = False) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        self._description = description
-        self._bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                             TimeRemainingColumn(), console=console, transient=transient)
-        self._task: Any = None
-
-    def update(self, done: int, total: int) -> None:
-        if self._task is None:
-            self._bar.start()
-            self._task = self._bar.add_task(self._description, total=total)
-        self._bar.update(self._task, total=total, completed=done)
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._bar.stop()
+        super().__init__(description, console, transient=transient)
