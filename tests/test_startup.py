@@ -38,7 +38,10 @@ PROBE = (
 )
 
 LIGHT = [["--help"], ["feeds", "--help"], ["subscribers", "--help"], ["dkim", "--help"],
-         ["bounces", "--help"], ["db", "--help"], ["poll", "--help"], ["feeds", "list"],
+         ["bounces", "--help"], ["db", "--help"], ["poll", "--help"], ["draft", "--help"],
+         ["draft", "show", "--help"], ["admin", "--help"], ["themes", "--help"],
+         ["status", "--help"], ["preview", "--help"], ["send", "--help"], ["run", "--help"],
+         ["web", "--help"], ["feeds", "list"],
          ["feeds", "pause", "1"], ["subscribers", "list"]]
 
 
@@ -63,10 +66,10 @@ def test_light_commands_load_no_heavy_module(args, fresh_db, tmp_path):
 
 
 def test_a_heavy_command_does_load_them(fresh_db, tmp_path):
-    """The probe can fail: `preview` needs the renderer, and the probe sees it."""
+    """The probe can fail: `preview` builds the digest, and the probe sees the grouping load."""
     env = {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": ""}
     seen = probe(["preview", "--week", "2026-W40", "--format", "text"], env)
-    assert "bot.render" in seen["loaded"]
+    assert "bot.digest.build" in seen["loaded"] and "numpy" in seen["loaded"]
 
 
 def test_the_help_listing_matches_each_command_s_own_help():

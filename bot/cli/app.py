@@ -31,6 +31,20 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 
+class LazyModule:
+    """A module imported on first use of one of its names: a command module
+    names the library it calls at the top, as usual, and ``--help`` (or
+    another command of the same group) does not pay for importing it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attribute)
+
+
 class App:
     """What every command needs, built lazily so `--help` works without a database."""
 

@@ -8,14 +8,20 @@ import json
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from bot.cli.app import App, console, err_console, pass_app, reports_errors
-from bot.digest import draft as drafts
-from bot.digest.schedule import next_send_time
+from bot.cli.app import App, LazyModule, console, err_console, pass_app, reports_errors
 from bot.errors import BotError
 from bot.times import local_iso
+
+if TYPE_CHECKING:
+    from bot.digest import draft as drafts
+    from bot.digest import schedule
+else:  # the grouping and the scheduler's triggers load when a draft command runs, not for --help
+    drafts = LazyModule("bot.digest.draft")
+    schedule = LazyModule("bot.digest.schedule")
 
 WEEK_HELP = "ISO week such as 2026-W40 (default: the week the next scheduled send covers)."
 ENTRY_WEEK_HELP = "ISO week such as 2026-W40 (default: the entry's own week)."
@@ -57,7 +63,7 @@ def show(app: App, week: str | None, fmt: str) -> None:
              "approved" if found.approved else "not approved")
     line = f"{found.week.label} ({found.week.first_day} – {found.week.last_day}): {state}"
     if found.scheduled and not found.frozen:
-        at = next_send_time(settings)
+        at = schedule.next_send_time(settings)
         when = at.isoformat(timespec="minutes")
         if found.week.next().end <= at - timedelta(days=7):  # an old week: no later one has entries yet
             line += (f"; the next scheduled send ({when}) covers it only if no later week "
