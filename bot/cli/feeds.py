@@ -11,21 +11,26 @@ import contextlib
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bot import ingest, logs
 from bot.cli import exits
-from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
+from bot.cli.app import App, LazyBar, LazyModule, console, err_console, pass_app, reports_errors, write_out
 from bot.cli.output import chosen_format, emit_rows, format_option
-from bot.db import transaction
 from bot.errors import BotError
-from bot.ingest import feeds as managed
-from bot.ingest import opml, vectors
-from bot.ingest import queries as feed_queries
 from bot.terminal import printable
-from bot.titles import titled
+
+if TYPE_CHECKING:
+    from bot import db, titles
+    from bot.ingest import feeds as managed
+    from bot.ingest import opml, vectors
+    from bot.ingest import queries as feed_queries
+else:  # the database layer loads when a command runs, not for --help
+    db, titles = LazyModule("bot.db"), LazyModule("bot.titles")
+    managed, feed_queries = LazyModule("bot.ingest.feeds"), LazyModule("bot.ingest.queries")
+    opml, vectors = LazyModule("bot.ingest.opml"), LazyModule("bot.ingest.vectors")
 
 
 @click.command()
@@ -145,7 +150,7 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     Its posts from before now are its backlog: stored and searchable, never a
     late addition to a later digest, unless --backfill. Adding a feed that is
     already there changes nothing and is not an error."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         added = managed.add_feed(session, url, datetime.now(UTC), name=name, backfill=backfill)
         feed_id, normal, held = added.feed.id, added.feed.url, added.feed.backlog_before
     if added.outcome == "exists":
@@ -193,7 +198,7 @@ def _show_backlog(app: App, feed_id: int) -> None:
 def feeds_remove(app: App, feed: str) -> None:
     """Stop polling FEED (its URL or id) for good. Entries a digest already
     holds stay in the archive; the others go, unless another feed carries them."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         done = managed.remove_feed(session, feed)
         feed_id, url = done.feed.id, done.feed.url
     console.print(printable(
@@ -208,7 +213,7 @@ def feeds_remove(app: App, feed: str) -> None:
 @reports_errors
 def feeds_pause(app: App, feed: str) -> None:
     """Stop polling FEED (its URL or id) until `feeds resume`; its entries stay."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         found, changed = managed.set_paused(session, feed, True)
         feed_id, url = found.id, found.url
     state = "paused" if changed else "already paused"
@@ -222,7 +227,7 @@ def feeds_pause(app: App, feed: str) -> None:
 @reports_errors
 def feeds_resume(app: App, feed: str) -> None:
     """Poll FEED (its URL or id) again after `feeds pause`."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         found, changed = managed.set_paused(session, feed, False)
         feed_id, url = found.id, found.url
     state = "resumed" if changed else "already active"
@@ -245,7 +250,7 @@ def feeds_import(app: App, file: str, backfill: bool, no_poll: bool = False) -> 
     counts = {"added": 0, "restored": 0, "exists": 0, "skipped": 0}
     new_urls: list[str] = []
     now = datetime.now(UTC)
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         for item in listed:
             try:
                 added = managed.add_feed(session, item.url, now, name=item.name,
@@ -293,7 +298,7 @@ def feeds_export(app: App, out: str | None) -> None:
     with app.factory() as session:
         listed = [opml.ExportFeed(url=feed.url, name=feed.display_name)
                   for feed in feed_queries.all_feeds(session)]
-    data = opml.write_opml(listed, title=f"{titled(app.settings, app.factory).title}: feeds")
+    data = opml.write_opml(listed, title=f"{titles.titled(app.settings, app.factory).title}: feeds")
     if out is None:
         click.get_binary_stream("stdout").write(data)
         return
