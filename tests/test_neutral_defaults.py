@@ -95,3 +95,16 @@ def test_the_subscribe_page_says_the_tagline(make_settings, fresh_db):
     assert "每周一封：数据库系统论文速递" in page
     assert "每周一封邮件，按主题整理本周的文章。" not in page
     assert "每周文摘" in page  # no title, no feed with one: the neutral name
+
+
+def test_a_site_started_before_the_first_poll_takes_the_feed_s_title(make_settings, fresh_db,
+                                                                     feed_server):
+    """`digestbot run` on a new database starts the web app before the first
+    poll: the site is named after the feed as soon as the poll brings its title."""
+    settings = make_settings(feed_urls=databases_feed(feed_server))
+    port = free_port()
+    with LiveServer(create_app(settings, fresh_db.factory), port) as client:
+        assert "每周文摘" in client.get("/").text  # no feed title yet
+        ingest.poll_feeds(settings, fresh_db.factory)
+        page = client.get("/").text
+    assert DB_TITLE in page and "每周文摘" not in page
