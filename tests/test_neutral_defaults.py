@@ -14,6 +14,7 @@ from test_web import LiveServer
 
 from bot import ingest
 from bot.digest import DigestData, DigestEntryView, ThemeView, build_digest
+from bot.ingest.papers import extract_papers
 from bot.render import counts_line, render_digest, sections
 from bot.templating import language
 from bot.web import create_app
@@ -25,7 +26,7 @@ def databases_feed(feed_server, n: int = 14, named: int = 1) -> str:
     """A feed of ``n`` database papers of 2026-W40; ``named`` of their titles name a paper."""
     items = [post(f"https://db.example/p/{i}", f"Paper {i}: join orders and cardinalities",
                   W40_DAY + timedelta(hours=i)) for i in range(n - named)]
-    items += [post(f"https://db.example/n/{i}", f"SIGMOD: learned cardinality estimation {i}",
+    items += [post(f"https://db.example/n/{i}", f"FLARE{i}: learned cardinality estimation 精读",
                    W40_DAY - timedelta(hours=i + 1)) for i in range(named)]
     return feed_server.serve("/db.xml", rss(DB_TITLE, items))
 
@@ -52,9 +53,9 @@ def test_a_title_set_wins(make_settings, fresh_db, feed_server):
 
 
 def test_one_paper_name_in_fourteen_entries_is_not_one_paper(make_settings, fresh_db, feed_server):
-    """Seen: "1 篇论文" for 14 papers. The one name was a venue in a title
-    (SIGMOD); the other 13 titles name none. A count that covers fewer than
-    half the entries is not shown: the line counts entries."""
+    """Seen: "1 篇论文" for 14 papers: one title named a paper, the other 13
+    none. A count that covers fewer than half the entries is not shown: the
+    line counts entries."""
     settings = make_settings(feed_urls=databases_feed(feed_server))
     ingest.poll_feeds(settings, fresh_db.factory)
     with fresh_db.factory() as session:
@@ -63,6 +64,13 @@ def test_one_paper_name_in_fourteen_entries_is_not_one_paper(make_settings, fres
     assert counts_line(data, language("zh")) == "14 篇文章"
     assert counts_line(data, language("en")) == "14 entries"
     assert "篇论文" not in render_digest(data, settings).subject
+
+
+def test_a_venue_is_not_a_paper():
+    """Why the databases digest said "1 篇论文": its one "paper" was the venue
+    that began a title."""
+    assert extract_papers("SIGMOD: learned cardinality estimation") == []
+    assert extract_papers("NeurIPS 2025 精读：FLARE × CoVer") == ["FLARE", "CoVer"]
 
 
 def test_entries_that_name_papers_are_counted_as_papers():
