@@ -80,3 +80,10 @@ def test_the_help_listing_matches_each_command_s_own_help():
         command = cli_module.cli.get_command(ctx, name)
         assert command is not None and command.name == name
         assert cli_module.short_help(name, 45) == command.get_short_help_str(45), name
+
+
+def test_the_schema_check_reads_the_same_head_as_alembic(fresh_db):
+    """``db.check_current`` answers the usual case from the migration files,
+    without Alembic: they must name the head Alembic finds."""
+    assert db.file_head() is not None
+    assert db.file_head() == db.head_revision(fresh_db.engine) == db.current_revision(fresh_db.engine)
