@@ -22,7 +22,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from common import Row  # noqa: E402
 
-BENCHES = ("ingest", "digest", "send", "send_parallel", "send_choices", "grouping", "themes_quality",
+BENCHES = ("startup", "ingest", "digest", "send", "send_parallel", "send_choices", "grouping", "themes_quality",
            "label_agreement")
 # the bench column of rows in a file written before there were sections
 OLD_LABELS = {"group": "grouping", "themes": "themes_quality", "send8": "send_parallel",

@@ -31,7 +31,6 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import ConfigError
-from bot.templating import default_title, languages
 
 ENV_PREFIX = "DIGESTBOT_"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -83,7 +82,10 @@ class Settings:
     # near 60 KB, well under the 102 KB at which Gmail clips a message
     max_entries: int = 40
     send_empty: bool = False
-    title: str = "强化学习周报"
+    # the digest's and the site's name; empty: the first feed's own title (bot.titles)
+    title: str = ""
+    # the subscribe page's line under the title; empty: a neutral line in the edition's language
+    tagline: str = ""
 
     # web and links
     base_url: str = "http://127.0.0.1:8000"
@@ -167,6 +169,14 @@ class Settings:
         return path.parent if path else Path("var")
 
 
+def catalogued_languages() -> tuple[str, ...]:
+    """The language codes with a message catalogue (as ``bot.templating.languages``),
+    found without loading Jinja and Babel: settings load at every command's start."""
+    locales = resources.files("bot").joinpath("locales")
+    return tuple(sorted(entry.name for entry in locales.iterdir()
+                        if entry.joinpath("LC_MESSAGES", "messages.po").is_file()))
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file behind a ``sqlite:///`` URL, or None for other databases."""
     if not url.startswith("sqlite:///") or url in ("sqlite://", "sqlite:///:memory:"):
@@ -213,8 +223,6 @@ def load_settings(
     warn_unknown_names(environ, fields)
     settings = Settings(**values)
     _validate(settings)
-    if "title" not in values:  # the default title is in the edition's language
-        settings = dataclasses.replace(settings, title=default_title(settings.language))
     return settings
 
 
@@ -314,9 +322,9 @@ def _validate(s: Settings) -> None:
         ZoneInfo(s.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise bad("timezone", f"unknown time zone {s.timezone!r}", "use a name like Asia/Shanghai or UTC") from None
-    if s.language not in languages():
+    if s.language not in catalogued_languages():
         raise bad("language", f"{s.language!r} is not supported",
-                  f"use one of {', '.join(languages())} (a new language needs a message catalogue)")
+                  f"use one of {', '.join(catalogued_languages())} (a new language needs a message catalogue)")
     if s.send_day.lower() not in WEEKDAYS + WEEKDAY_NAMES:  # not "monkey" read as "mon"
         raise bad("send_day", f"{s.send_day!r} is not a weekday", "use mon, tue, ... sun")
     if s.smtp_security not in ("starttls", "ssl", "none"):
@@ -356,6 +364,14 @@ def _validate(s: Settings) -> None:
         raise bad("admin_password_file", "set only one of DIGESTBOT_ADMIN_PASSWORD_HASH and "
                   "DIGESTBOT_ADMIN_PASSWORD_FILE")
     _check_llm(s, bad)
+    for name, limit in TEXT_LIMITS.items():
+        if len(getattr(s, name)) > limit:
+            raise bad(name, f"is {len(getattr(s, name))} characters long, at most {limit}",
+                      "it is shown on one line: shorten it")
+
+
+# the names and lines a reader sees at the top of a page or an email
+TEXT_LIMITS = {"title": 200, "tagline": 300}
 
 
 def _check_llm(s: Settings, bad: Any) -> None:

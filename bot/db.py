@@ -8,22 +8,21 @@ message that says which command fixes it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.config import sqlite_path
 from bot.errors import DatabaseError
+
+if TYPE_CHECKING:  # Alembic is imported where a migration is read or run, not at every command
+    from alembic.config import Config
 
 UPGRADE_HINT = "run `digestbot db upgrade` to create or update the schema"
 POSTGRES_HINT = "pip install 'digestbot[postgres]' (psycopg), and use a postgresql+psycopg:// URL"
@@ -86,6 +85,8 @@ def include_in_comparison(obj: Any, name: str | None, type_: str, reflected: boo
 
 def alembic_config(engine: Engine) -> Config:
     """An Alembic config pointing at the packaged migrations, bound to engine."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files("bot.migrations")))
     cfg.attributes["engine"] = engine
@@ -93,10 +94,14 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def head_revision(engine: Engine) -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
@@ -120,6 +125,8 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | N
                  f"revision {head_revision(engine)}, put that in alembic_version "
                  "(CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY); "
                  f"INSERT INTO alembic_version VALUES ('{head_revision(engine)}'))")
+    from alembic import command
+
     try:
         command.upgrade(alembic_config(engine), revision)
     except SQLAlchemyError as exc:
@@ -127,8 +134,43 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | N
     return before, current_revision(engine)
 
 
+_REVISION = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+
+
+def file_head() -> str | None:
+    """The newest migration, read from the migration files' ``revision`` and
+    ``down_revision`` lines (what Alembic finds, without loading Alembic);
+    None unless there is exactly one head."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in resources.files("bot.migrations").joinpath("versions").iterdir():
+        if not path.name.endswith(".py") or path.name.startswith("__"):
+            continue
+        for key, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+            (revisions if key == "revision" else parents).add(value)
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _stored_revision(engine: Engine) -> str | None:
+    """The revision alembic_version records, by plain SQL; None when that
+    cannot be read simply (no table yet, several rows): Alembic decides then."""
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    except SQLAlchemyError:
+        return None
+    return rows[0] if len(rows) == 1 else None
+
+
 def check_current(engine: Engine) -> None:
-    """Raise DatabaseError unless the database is at the newest migration."""
+    """Raise DatabaseError unless the database is at the newest migration.
+
+    The usual case (at the head) is answered from the migration files and one
+    query; Alembic is loaded only to explain a database that is not."""
+    stored = _stored_revision(engine)
+    if stored is not None and stored == file_head():
+        return
     current, head = current_revision(engine), head_revision(engine)
     if current == head:
         return
@@ -146,6 +188,9 @@ def _check_known(engine: Engine, current: str | None) -> None:
     upgrade path leads from it."""
     if current is None:
         return
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
     try:
         known = ScriptDirectory.from_config(alembic_config(engine)).get_revision(current)
     except CommandError:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,7 +43,7 @@ from bot.digest import DigestData, DigestEntryView, ThemeView, clean_line
 from bot.digest.note import note_html, note_text
 from bot.mailer.message import PREFERENCES_PLACEHOLDER, SAMPLE_TOKEN, UNSUBSCRIBE_PLACEHOLDER
 from bot.mailer.slots import mark_slots, new_slot
-from bot.templating import Language, language, render_template
+from bot.templating import Language, default_title, language, render_template
 
 __all__ = ["PREFERENCES_PLACEHOLDER", "SAMPLE_UNSUBSCRIBE_TOKEN", "UNSUBSCRIBE_PLACEHOLDER",
            "ChoiceCopies", "Rendered", "Section", "chosen_sections", "sample_preferences_url",
@@ -225,10 +226,10 @@ def _chosen_context(data: DigestData, settings: Settings, lang: Language, mine: 
     the others under "also this week", their subject, preheader and counts."""
     entries = sum(section.total for section in mine)
     papers = len({p for section in mine for entry in section.entries for p in entry.papers})
-    counts = _counts(lang, entries, papers)
+    counts = _counts(lang, entries, papers, [entry for section in mine for entry in section.entries])
     names = lang.pgettext("list separator", ", ").join(section.name for section in mine)
     subject = clean_line(lang.gettext(
-        "%(title)s · %(week)s · %(themes)s · %(counts)s", title=clean_line(settings.title),
+        "%(title)s · %(week)s · %(themes)s · %(counts)s", title=clean_line(title_of(data, settings)),
         week=_week_label(data, lang), themes=names, counts=counts))
     return {"sections": mine, "also": also, "chosen_names": names, "counts": counts,
             "subject": subject, "preheader": preheader(mine, lang, also=len(also))}
@@ -311,7 +312,7 @@ def _context(data: DigestData, settings: Settings, lang: Language) -> dict[str, 
     base_url = settings.base_url.rstrip("/")
     shown = sections(data, lang)
     return {
-        "title": clean_line(settings.title),
+        "title": clean_line(title_of(data, settings)),
         "week": data.week.label,
         "date_range": lang.date_range(data.week.first_day, data.week.last_day),
         "counts": counts_line(data, lang),
@@ -347,9 +348,9 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
     """
     native = lang.code == THEMES_FILE_LANGUAGE
     if theme.catch_all:
-        name = (theme.name if native else theme.name_en) or lang.gettext("More deep reads")
+        name = (theme.name if native else theme.name_en) or lang.gettext("Also this week")
         description = (theme.description if native else "") or \
-            lang.gettext("The week's other deep reads worth a look.")
+            lang.gettext("The week's other entries.")
     else:
         name = theme.name if native else (theme.name_en or theme.name)
         description = theme.description if native else ""
@@ -382,12 +383,18 @@ def _related_reads(theme: ThemeView, lang: Language) -> str:
     return lang.gettext("Related reads: %(papers)s", papers=" · ".join(unique))
 
 
+def title_of(data: DigestData, settings: Settings) -> str:
+    """The digest's name: as built (``bot.titles``), else the settings'
+    (resolved by ``bot.titles.titled``), else the neutral default."""
+    return data.title or settings.title or default_title(settings.language)
+
+
 def subject_line(data: DigestData, settings: Settings) -> str:
     """``强化学习周报 · 2026 年第 40 周（9/28–10/4）· 9 篇精读 · 23 篇论文``, on one line."""
     lang = language(settings.language)
     counts = lang.gettext("no new deep reads this week") if data.is_empty else counts_line(data, lang)
     subject = lang.gettext(
-        "%(title)s · %(week)s (%(dates)s) · %(counts)s", title=clean_line(settings.title),
+        "%(title)s · %(week)s (%(dates)s) · %(counts)s", title=clean_line(title_of(data, settings)),
         week=_week_label(data, lang),
         dates=lang.date_range(data.week.first_day, data.week.last_day),
         counts=counts)
@@ -402,12 +409,17 @@ def _week_label(data: DigestData, lang: Language) -> str:
 
 def counts_line(data: DigestData, lang: Language) -> str:
     """``13 篇精读 · 24 篇论文`` / ``13 deep reads · 24 papers``; a week whose
-    entries name no paper (a feed of blog posts) counts ``6 entries``."""
-    return _counts(lang, data.entry_count, data.paper_count)
+    entries name no paper (a feed of blog posts) counts ``6 entries``, and so
+    does one where fewer than half the entries name one: there a name is
+    incidental (a venue in a title), and "1 paper" for 14 papers would mislead."""
+    return _counts(lang, data.entry_count, data.paper_count, data.entries)
 
 
-def _counts(lang: Language, entries: int, papers: int) -> str:
-    if not papers:
+def _counts(lang: Language, entries: int, papers: int, listed: Sequence[Any]) -> str:
+    """The counts line for ``entries`` entries and ``papers`` papers; papers are
+    counted only when at least half the ``listed`` entries name one."""
+    naming = sum(bool(entry.papers) for entry in listed)
+    if not papers or 2 * naming < len(listed):
         return lang.ngettext("%(num)s entry", "%(num)s entries", entries)
     return " · ".join([lang.ngettext("%(num)s deep read", "%(num)s deep reads", entries),
                        lang.ngettext("%(num)s paper", "%(num)s papers", papers)])

@@ -75,13 +75,17 @@ def _approval(settings: Settings, session: Session, now: datetime) -> dict[str, 
     and the weeks a scheduled send held that still wait (nothing went out)."""
     week = scheduled_week(session, settings, now)
     edits = draft_queries.week_edits(session, week.label)
-    frozen = digest_queries.digest_for_week(session, week.label) is not None
+    digest = digest_queries.digest_for_week(session, week.label)
+    frozen = digest is not None
     return {
         "required": settings.require_approval,
         "week": week.label,
         "approved": edits.approved_at is not None,
         "approved_at": _iso(edits.approved_at, settings),
         "frozen": frozen,
+        # how far its send got: None (not started), sending, or sent
+        "send": digest.status if digest is not None else None,
+        "sent_at": _iso(digest.sent_at, settings) if digest is not None else None,
         "waiting": draft.waiting_weeks(session),
     }
 

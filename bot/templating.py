@@ -134,7 +134,7 @@ def language(code: str) -> Language:
 
 def default_title(code: str) -> str:
     """The digest's title when ``DIGESTBOT_TITLE`` is not set, in the language ``code``."""
-    return language(code).pgettext("default title of the digest", "RL Weekly")
+    return language(code).pgettext("default title of the digest", "Weekly digest")
 
 
 # --- the Jinja environment ---------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import feedparser
 import httpx
@@ -18,7 +19,9 @@ from test_web import LiveServer
 
 from bot.config import Settings
 from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
+from bot.models import Digest
 from bot.send import send_digest
+from bot.titles import titled
 from bot.web import create_app
 
 ATOM_LINK = re.compile(r'<link rel="alternate" type="application/atom\+xml" title="([^"]+)" href="([^"]+)">')
@@ -47,7 +50,9 @@ def test_feed_lists_sent_digests_with_their_html(fresh_db: FreshDB,
     settings, client = served
     base = settings.base_url
     empty = read_feed(client)
-    assert empty.feed.title == settings.title and empty.entries == []
+    # no DIGESTBOT_TITLE and no feed yet when the app started: the neutral name (bot.titles)
+    assert empty.feed.title == titled(settings, fresh_db.factory).title == "每周文摘"
+    assert empty.entries == []
 
     poll_fixture(settings, fresh_db.factory)
     add_subscribers(fresh_db.factory, ["reader@example.com"])
@@ -75,12 +80,29 @@ def test_feed_lists_sent_digests_with_their_html(fresh_db: FreshDB,
 
 
 @pytest.mark.parametrize("page", ["/", "/archive"])
-def test_pages_announce_the_feed(served: tuple[Settings, httpx.Client], page: str) -> None:
+def test_pages_announce_the_feed(served: tuple[Settings, httpx.Client], page: str,
+                                 fresh_db: FreshDB) -> None:
     settings, client = served
+    title = titled(settings, fresh_db.factory).title
     text = client.get(page).text
     head = text.split("</head>", 1)[0]
     link = ATOM_LINK.search(head)
     assert link, head
-    assert link.group(1) == settings.title
+    assert link.group(1) == title
     found = feedparser.parse(client.get(link.group(2)).content)  # what a reader's discovery does
-    assert not found.bozo and found.feed.title == settings.title
+    assert not found.bozo and found.feed.title == title
+
+
+def test_the_archive_shows_dates_in_the_configured_zone(fresh_db: FreshDB,
+                                                         served: tuple[Settings, httpx.Client]) -> None:
+    """Seen (issue 35, item 9): the archive showed UTC dates while `status`
+    and the console use DIGESTBOT_TIMEZONE (Asia/Shanghai here)."""
+    settings, client = served
+    assert settings.timezone == "Asia/Shanghai"
+    digest_id = make_digest(fresh_db.factory, "2026-W40", subject="W40", status="sent")
+    with fresh_db.factory() as session, session.begin():
+        # Sunday 20:00 UTC is Monday 04:00 in Shanghai
+        session.get(Digest, digest_id).sent_at = datetime(2026, 10, 4, 20, 0, tzinfo=UTC)
+    page = client.get("/archive").text
+    assert "2026-W40 · 2026-10-05" in page
+    assert "2026-10-04" not in page

@@ -81,7 +81,10 @@ def test_poll_exits_nonzero_when_every_feed_fails(tmp_path, fresh_db):
 
 
 def walk(group: click.Group, prefix: str = ""):
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the top level loads its commands lazily
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         yield prefix + name, command
         if isinstance(command, click.Group):
             yield from walk(command, prefix + name + " ")

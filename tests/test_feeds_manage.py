@@ -163,7 +163,7 @@ def test_adding_a_web_page_names_the_feed_it_links_to(fresh_db, tmp_path, feed_s
                              b'<link rel="alternate" type="application/rss+xml" href="/blog/feed.xml"></head></html>',
                              headers={"Content-Type": "text/html"})
     added = invoke(env, "feeds", "add", page)
-    assert added.exit_code == 0 and "an HTML page, not a feed" in added.output
+    assert added.exit_code == 3 and "an HTML page, not a feed" in added.output
     assert f"hint: this URL is a web page, not a feed: use the address of its RSS or Atom feed; " \
            f"the page names one: {feed}" in " ".join(added.output.split())
     polled = invoke(env, "poll", page)
@@ -382,8 +382,9 @@ def test_bundled_feed_twice_then_a_new_feed_with_backlog_through_the_cli(
     backlog = feed_server.serve("/new.xml", rss("New feed", old_posts("new.example")))
     added = run("feeds", "add", backlog)
     assert "20 new" in added
-    assert "20 of the new ones are its backlog: never mailed as late additions" in added
-    assert "those of weeks already mailed are never mailed" in added
+    assert "20 of the new ones are its backlog, from before it was added" in added
+    assert ("20 of weeks up to 2026-W40, the last week mailed: stored, never mailed; "
+            "0 of later weeks") in added
     run("poll")  # the bundled feeds again, and the new one: nothing new
     this_week = week_of(datetime.now(UTC), SHANGHAI).label
     assert "no entries: nothing to send" in run("send", "--week", this_week)
@@ -444,3 +445,32 @@ def test_the_migration_merges_articles_stored_twice(db_url, tmp_path):
     assert sorted(sources) == [(1, "https://blog.example/p/1", 2),
                                (1, "https://blog.example/p/2#x", 3)]
     assert urls == sorted(["https://example.org/feed", str(tmp_path / "f.xml")])
+
+
+def test_feeds_add_says_which_backlog_posts_are_mailed(make_settings, fresh_db, feed_server,
+                                                      smtp_server, tmp_path):
+    """Seen (issue 35, item 10): `feeds add` said "18 of the new ones are its
+    backlog: never mailed as late additions", then mailed those 18 in their
+    week's digest. By the design (bot.ingest.feeds) both halves are true of
+    different posts: those of weeks already mailed are never mailed, those of
+    a week not mailed yet are part of its digest. The words say which is which."""
+    a = feed_server.serve("/a.xml", rss("Feed A", [post("https://blog.example/a/1", "A", W40_DAY)]))
+    settings = make_settings(feed_urls=a, **smtp_server.settings_env())
+    ingest.poll_feeds(settings, fresh_db.factory)
+    add_subscribers(fresh_db.factory, ["reader@example.org"])
+    send_digest(settings, fresh_db.factory, "2026-W40")
+    earlier = (datetime.now(UTC) - timedelta(minutes=1)).replace(microsecond=0)
+    c = feed_server.serve("/c.xml", rss("Feed C", [
+        post("https://c.example/old/w40", "Old, of a week mailed", W40_DAY),
+        post("https://c.example/old/now", "Older than the feed, of this week", earlier)]))
+    env = cli_env(fresh_db, tmp_path, feed_urls=a, timezone=SHANGHAI,
+                  **{k: str(v) for k, v in smtp_server.settings_env().items()})
+    added = invoke(env, "feeds", "add", c)
+    assert added.exit_code == 0, added.output
+    assert "never mailed as late additions" not in added.output
+    assert "1 of weeks up to 2026-W40, the last week mailed: stored, never mailed" in added.output
+    assert "1 of later weeks: in their week's digest" in added.output
+    this_week = week_of(earlier, SHANGHAI)
+    send_digest(settings, fresh_db.factory, this_week.label)
+    [_, mail] = smtp_server.wait_for(2)
+    assert digest_links(mail.message) == ["https://c.example/old/now"]

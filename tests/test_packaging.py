@@ -33,7 +33,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels = tmp / "wheels"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True,
     )
     assert build.returncode == 0, build.stderr
     # a data folder that is not a listed package ships today with a warning, and not in a later setuptools
@@ -42,7 +42,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target),
-         str(wheel)], capture_output=True, text=True, timeout=300,
+         str(wheel)], capture_output=True, text=True,
     )
     assert install.returncode == 0, install.stderr
     return target
@@ -52,7 +52,7 @@ def digestbot(installed: Path, work: Path, *args: str) -> subprocess.CompletedPr
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")}
     env["PYTHONPATH"] = str(installed)
     return subprocess.run([sys.executable, "-c", RUN_CLI, str(installed), *args], cwd=work,
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True)
 
 
 def test_wheel_ships_everything_it_needs(installed):
@@ -75,6 +75,8 @@ def test_wheel_ships_everything_it_needs(installed):
     assert data <= shipped, data - shipped
 
 
+# no time limit of its own: building, installing and embedding 77 entries take what the machine
+# gives them (speed is measured in bench/); pytest-timeout's 600 s per test still ends a hang
 def test_the_main_job_runs_from_a_plain_install(installed, tmp_path):
     for args in (["db", "upgrade"], ["poll"], ["preview", "--week", "2026-W40"],
                  ["subscribers", "add", "--confirmed", "demo@example.org"],

@@ -56,14 +56,14 @@ def test_preview_html_defaults_to_the_latest_week_under_var(polled):
 def test_preview_text_goes_to_stdout(polled):
     result = run(polled, "--week", "2026-W39", "--format", "text")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("强化学习周报 · 2026 年第 39 周（9/21–9/27）")
+    assert result.stdout.startswith("强化学习 on MessageDaily · 2026 年第 39 周（9/21–9/27）")
     assert UNSUBSCRIBE_PLACEHOLDER not in result.stdout and "/unsubscribe/SAMPLE-" in result.stdout
 
 
 def test_preview_in_english(polled):
     result = run(polled, "--week", "2026-W39", "--format", "text", language="en")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("RL Weekly · 2026-W39 (Sep 21 – Sep 27)")
+    assert result.stdout.startswith("强化学习 on MessageDaily · 2026-W39 (Sep 21 – Sep 27)")
     assert "Read more: https://" in result.stdout and "阅读全文" not in result.stdout
 
 

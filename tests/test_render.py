@@ -40,6 +40,8 @@ EMPTY_BODY = "There were no new deep reads this week. See you next week."
 GMAIL_CLIP_BYTES = 102 * 1024
 SCRIPT_TITLE = 'Evil</table></td></tr><script>alert("x")</script><style>*{display:none}</style> 标题'
 
+FEED_TITLE = "强化学习 on MessageDaily"  # the bundled feed's own title: the digest's name when DIGESTBOT_TITLE is unset
+
 
 @pytest.fixture
 def w40(fresh_db, make_settings):
@@ -131,7 +133,7 @@ def test_html_is_inlined_and_self_contained(w40):
 
 def test_html_shows_the_week_its_themes_and_entries(w40):
     _, data, rendered = w40
-    assert rendered.subject == "强化学习周报 · 2026 年第 40 周（9/28–10/4）· 13 篇精读 · 24 篇论文"
+    assert rendered.subject == f"{FEED_TITLE} · 2026 年第 40 周（9/28–10/4）· 13 篇精读 · 24 篇论文"
     assert f"<title>{rendered.subject}</title>" in rendered.html
     for theme in data.themes:
         assert theme.name in rendered.html
@@ -248,24 +250,26 @@ def test_english_edition_has_no_chinese_but_the_feeds_own_text(fresh_db, make_se
         data = build_digest(session, W40, settings)
         empty = render_digest(build_digest(session, Week(2026, 44), settings), settings)
     rendered = render_digest(data, settings)
-    feed_text = [text for entry in data.entries for text in (entry.title, entry.summary, *entry.papers)]
+    # no DIGESTBOT_TITLE: the digest is named after the feed, in the feed's own words
+    feed_text = [FEED_TITLE] + [text for entry in data.entries
+                                for text in (entry.title, entry.summary, *entry.papers)]
     unnamed = [theme.name for theme in data.themes if not theme.name_en]
     assert not unnamed, f"themes without an English name (left out of the check): {unnamed}"
     visible = html_text(rendered.html)
     assert "Wed, Sep 30" in visible and "Credit assignment & process rewards" in visible
     assert leftover_cjk(visible, feed_text + unnamed) == []
     assert leftover_cjk(rendered.text, feed_text + unnamed) == []
-    assert leftover_cjk(rendered.subject + rendered.preheader, unnamed) == []
-    assert rendered.subject.startswith("RL Weekly · 2026-W40")
+    assert leftover_cjk(rendered.subject + rendered.preheader, [FEED_TITLE, *unnamed]) == []
+    assert rendered.subject.startswith(f"{FEED_TITLE} · 2026-W40")
     for part in (empty.subject, empty.html, empty.text):
-        assert not CJK.search(part), part
+        assert not CJK.search(part.replace(FEED_TITLE, "")), part
 
 
 def test_english_edition_translates_catch_all_and_derived_sections():
     """Sections whose words are not in the themes file get them from the catalogue."""
     entry = DigestEntryView(entry_id=1, title="t", link=None, published=datetime(2026, 9, 30, tzinfo=UTC),
                             papers=(), summary="s", late=False)
-    catch_all = ThemeView(name="其他精读", name_en=None, description="本周其余值得一读的精读。",
+    catch_all = ThemeView(name="", name_en=None, description="",  # unnamed by the themes file
                           catch_all=True, entries=(entry,))
     derived = ThemeView(name="Harness / 脚手架", name_en="Harness", description="按共享关键词自动归组：…",
                         catch_all=False, entries=(entry,), derived=True)
@@ -274,10 +278,10 @@ def test_english_edition_translates_catch_all_and_derived_sections():
     en = sections(data, language("en"))
     assert [(s.name, s.subtitle, s.description) for s in zh] == [
         ("Harness / 脚手架", "Harness", "按共享关键词自动归组：Harness / 脚手架"),
-        ("其他精读", None, "本周其余值得一读的精读。")]
+        ("其他", None, "本周的其他文章。")]
     assert [(s.name, s.subtitle, s.description) for s in en] == [
         ("Harness", None, "Grouped automatically by shared keywords: Harness"),
-        ("More deep reads", None, "The week's other deep reads worth a look.")]
+        ("Also this week", None, "The week's other entries.")]
     assert [s.anchor for s in en] == ["theme-1", "theme-2"]
 
 
@@ -320,7 +324,7 @@ def test_empty_week_renders_when_asked(fresh_db, make_settings):
     settings = make_settings(send_empty="true")
     with fresh_db.factory() as session:
         rendered = render_digest(build_digest(session, W40, settings), settings)
-    assert rendered.subject == "强化学习周报 · 2026 年第 40 周（9/28–10/4）· 本周没有新精读"
+    assert rendered.subject == "每周文摘 · 2026 年第 40 周（9/28–10/4）· 本周没有新精读"  # no title, no feed
     assert ZH.gettext(EMPTY_BODY) in rendered.html and ZH.gettext(EMPTY_BODY) in rendered.text
     assert ZH.gettext(EMPTY_BODY) == "这一周没有新的精读。下周见。"
     assert UNSUBSCRIBE_PLACEHOLDER in rendered.html and UNSUBSCRIBE_PLACEHOLDER in rendered.text

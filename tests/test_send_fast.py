@@ -34,6 +34,9 @@ from bot.models import Delivery, Subscriber
 from bot.send import walsync
 
 WEEK = "2026-W40"
+# how long a socket or a wait may take before the test calls it a hang: generous, because
+# on a busy machine the server's thread can wait seconds for a core (speed lives in bench/)
+PATIENCE = 120.0
 READERS = [f"r{n}@example.com" for n in range(7)]
 
 
@@ -52,7 +55,7 @@ def start_server(handler: Handler) -> SmtpServer:
     server.controller.loop.close()  # the default handler's controller, never started
     server.handler = handler
     server.controller = Controller(handler, hostname=server.host, port=server.port,
-                                   ready_timeout=10)
+                                   ready_timeout=PATIENCE)
     server.start()
     return server
 
@@ -67,7 +70,7 @@ def pipelining_server() -> Iterator[SmtpServer]:
 
 
 def smtp(server: SmtpServer) -> SmtpSender:
-    return SmtpSender(server.host, server.port, security="none", timeout=5)
+    return SmtpSender(server.host, server.port, security="none", timeout=PATIENCE)
 
 
 # --- PIPELINING -----------------------------------------------------------------------------
@@ -81,7 +84,7 @@ def test_mail_rcpt_and_data_go_out_before_any_reply() -> None:
 
     def serve() -> None:
         conn, _ = listener.accept()
-        conn.settimeout(5)
+        conn.settimeout(PATIENCE)
         with conn:
             conn.sendall(b"220 raw ESMTP\r\n")
             buffer = _read_until(conn, b"\r\n", b"")
@@ -96,10 +99,10 @@ def test_mail_rcpt_and_data_go_out_before_any_reply() -> None:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    sender = SmtpSender("127.0.0.1", port, security="none", timeout=5)
+    sender = SmtpSender("127.0.0.1", port, security="none", timeout=PATIENCE)
     sender.send("d@example.org", "a@example.com", b"Subject: x\r\n\r\nbody\r\n", "<1@x>")
     sender.close()
-    thread.join(10)
+    thread.join(PATIENCE)
     listener.close()
     assert seen["commands"] == b"MAIL FROM:<d@example.org>\r\nRCPT TO:<a@example.com>\r\nDATA\r\n"
     assert seen["data"] == b"Subject: x\r\n\r\nbody\r\n.\r\n"
@@ -131,7 +134,7 @@ def test_refusals_while_pipelining_end_as_without(pipelining_server: SmtpServer)
         sender.send("d@example.org", "ok@example.com", message, "")
     assert busy.value.code == 452
     sender.send("d@example.org", "ok@example.com", message, "")
-    assert [m.rcpt_tos for m in server.wait_for(1)] == [("ok@example.com",)]
+    assert [m.rcpt_tos for m in server.wait_for(1, timeout=PATIENCE)] == [("ok@example.com",)]
     assert len(server.handler.sessions) == 1  # refusals keep the connection in step
     server.script("MAIL", "421 4.3.2 shutting down")
     with pytest.raises(TemporaryFailure) as closing:
@@ -146,7 +149,7 @@ def test_refusals_while_pipelining_end_as_without(pipelining_server: SmtpServer)
         sender.send("d@example.org", "ok@example.com", message, "")
     sender.send("d@example.org", "last@example.com", message, "")
     sender.close()
-    assert [m.rcpt_tos[0] for m in server.wait_for(2)] == ["ok@example.com", "last@example.com"]
+    assert [m.rcpt_tos[0] for m in server.wait_for(2, timeout=PATIENCE)] == ["ok@example.com", "last@example.com"]
 
 
 @pytest.mark.parametrize("pipelining", [False, True])
@@ -158,7 +161,7 @@ def test_lines_starting_with_a_dot_arrive_intact(pipelining: bool, smtp_server: 
     for n, body in enumerate(bodies):
         sender.send("d@example.org", f"r{n}@example.com", body, "")
     sender.close()
-    assert [m.data for m in server.wait_for(2)] == bodies
+    assert [m.data for m in server.wait_for(2, timeout=PATIENCE)] == bodies
 
 
 # --- Message-IDs on disk before the data ------------------------------------------------------

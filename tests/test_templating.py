@@ -22,7 +22,7 @@ from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po, write_po
 from test_digest import W40, poll_fixture
 
-from bot import templating
+from bot import config, templating
 from bot.digest import build_digest
 from bot.render import render_digest
 
@@ -159,6 +159,7 @@ def third_language(tmp_path, monkeypatch):
     with (locales / "fr" / "LC_MESSAGES" / "messages.po").open("wb") as fh:
         write_po(fh, french)
     monkeypatch.setattr(templating, "_locales", lambda: locales)
+    monkeypatch.setattr(config, "catalogued_languages", templating.languages)
     yield locales
     for cached in (templating.catalogue, templating.translations, templating.language,
                    templating.environment):
@@ -169,12 +170,12 @@ def test_a_third_language_is_just_a_new_catalogue(third_language, fresh_db, make
     with (third_language / "fr" / "LC_MESSAGES" / "messages.po").open("rb") as fh:
         assert len(list(read_po(fh))) == len(list(templating.catalogue("en")))
     settings = make_settings(language="fr")
-    assert settings.title == "[fr] RL Weekly"
+    assert settings.title == ""  # unset: the first feed's own title
     poll_fixture(settings, fresh_db.factory)
     with fresh_db.factory() as session:
         rendered = render_digest(build_digest(session, W40, settings), settings)
     # every piece (layout, title, range, counts) from the French catalogue, dates from CLDR
-    assert rendered.subject == ("[fr] [fr] RL Weekly · [fr] 2026-W40 ([fr] 28 sept. – 4 oct.) · "
+    assert rendered.subject == ("[fr] 强化学习 on MessageDaily · [fr] 2026-W40 ([fr] 28 sept. – 4 oct.) · "
                                 "[fr] 13 deep reads · [fr] 24 papers")
     assert "[fr] Read more" in rendered.html and 'lang="fr"' in rendered.html
     assert "[fr] Unsubscribe: __DIGESTBOT_UNSUBSCRIBE_URL__" in rendered.text

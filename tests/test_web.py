@@ -335,7 +335,7 @@ def test_english_edition_pages_and_confirmation_mail_have_no_chinese(
         [mail] = smtp_server.wait_for(1)
         body = mail.message.get_body(("plain",)).get_content()  # type: ignore[union-attr]
         html = mail.message.get_body(("html",)).get_content()  # type: ignore[union-attr]
-        assert mail.message["Subject"] == "Please confirm your subscription to “RL Weekly”"
+        assert mail.message["Subject"] == "Please confirm your subscription to “Weekly digest”"
         for part in (mail.message["Subject"], body, html):
             assert not CJK.search(part), part
         [link] = CONFIRM_LINK.findall(body)
@@ -365,7 +365,7 @@ def test_english_edition_pages_and_confirmation_mail_have_no_chinese(
         assert 'lang="en"' in answer.text, name
         assert not CJK.search(answer.text), (name, leftover_cjk(answer.text, []))
     assert "That doesn&#39;t look like an email address" in pages["bad address"].text
-    assert "You won&#39;t receive “RL Weekly” any more." in pages["unsubscribed"].text
+    assert "You won&#39;t receive “Weekly digest” any more." in pages["unsubscribed"].text
     assert "Confirmation links work for 72 hours" in pages["expired"].text
 
 

@@ -7,18 +7,19 @@ import sys
 from collections.abc import Callable
 from functools import cached_property, wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db, logs
-from bot.config import Settings, load_settings
 from bot.errors import BotError
-from bot.terminal import markup
+from bot.terminal import StepProgress, markup
+
+if TYPE_CHECKING:  # imported when first used: `--help` and light commands never load them
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from bot.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,6 +29,20 @@ console = Console(highlight=False, soft_wrap=True)
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
+
+class LazyModule:
+    """A module imported on first use of one of its names: a command module
+    names the library it calls at the top, as usual, and ``--help`` (or
+    another command of the same group) does not pay for importing it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attribute)
 
 
 class App:
@@ -40,17 +55,24 @@ class App:
 
     @cached_property
     def settings(self) -> Settings:
+        from bot import logs
+        from bot.config import load_settings
+
         settings = load_settings(config_file=self.config_file)
         logs.configure(settings.log_level if self.verbose else "WARNING")
         return settings
 
     @cached_property
     def engine(self) -> Engine:
+        from bot import db
+
         return db.make_engine(self.settings.database_url)
 
     @cached_property
     def factory(self) -> sessionmaker[Session]:
         """Sessions on a database known to be at the newest migration."""
+        from bot import db
+
         db.check_current(self.engine)
         return db.session_factory(self.engine)
 
@@ -78,9 +100,10 @@ def reports_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (BotError, SQLAlchemyError) as exc:
-            # a read-only, damaged or unreachable database is a message too
-            error = exc if isinstance(exc, BotError) else db.explain(exc)
+        except Exception as exc:
+            error = _as_bot_error(exc)
+            if error is None:
+                raise
             # escaped, controls dropped: a message may quote a feed or a server
             # (``[/]``, escape sequences) or hold brackets (pip install 'digestbot[postgres]')
             err_console.print(f"[bold red]error:[/] {markup(error.message, keep_newlines=True)}")
@@ -88,6 +111,20 @@ def reports_errors(func: F) -> F:
                 err_console.print(f"  [dim]hint:[/] {markup(error.hint, keep_newlines=True)}")
             sys.exit(1)
     return wrapper  # type: ignore[return-value]
+
+
+def _as_bot_error(exc: Exception) -> BotError | None:
+    """A BotError, or a database failure in words (a read-only, damaged or
+    unreachable database is a message too); None for anything else."""
+    if isinstance(exc, BotError):
+        return exc
+    if "sqlalchemy" not in sys.modules:  # no database was touched: it is not one of its errors
+        return None
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from bot import db
+
+    return db.explain(exc) if isinstance(exc, SQLAlchemyError) else None
 
 
 def write_out(path: Path, data: str | bytes, *, parents: bool = False) -> None:
@@ -106,24 +143,10 @@ def write_out(path: Path, data: str | bytes, *, parents: bool = False) -> None:
                        hint="check that its folder exists and is writable, or give another --out") from None
 
 
-class LazyBar:
-    """A progress bar that appears with the first report of progress: work that
-    turns out to have nothing to do draws nothing."""
+class LazyBar(StepProgress):
+    """A long step's progress on the commands' console: a bar on a terminal
+    that appears with the first report, a line every 10 s or 10 % in a log
+    (``bot.terminal.StepProgress``)."""
 
     def __init__(self, description: str, *, transient: bool = False) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        self._description = description
-        self._bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                             TimeRemainingColumn(), console=console, transient=transient)
-        self._task: Any = None
-
-    def update(self, done: int, total: int) -> None:
-        if self._task is None:
-            self._bar.start()
-            self._task = self._bar.add_task(self._description, total=total)
-        self._bar.update(self._task, total=total, completed=done)
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._bar.stop()
+        super().__init__(description, console, transient=transient)

@@ -6,14 +6,19 @@ import json
 import sys
 import webbrowser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from bot import digest, render, send
-from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
+from bot.cli.app import App, LazyBar, LazyModule, console, err_console, pass_app, reports_errors, write_out
 from bot.terminal import printable
-from bot.themes.explain import explanation_json, explanation_lines
+
+if TYPE_CHECKING:
+    from bot import digest, render, send
+    from bot.themes import explain
+else:  # the renderer, the grouping and the send load when a command runs, not for --help
+    digest, render, send = (LazyModule(f"bot.{name}") for name in ("digest", "render", "send"))
+    explain = LazyModule("bot.themes.explain")
 
 
 @click.command()
@@ -74,7 +79,7 @@ def _explain_json(doc: dict[str, Any], data: digest.DigestData) -> None:
     """Add each entry's "why" (bot.themes.explain) to the JSON of the digest."""
     for theme_doc, theme in zip(doc["themes"], data.themes, strict=True):
         for entry_doc, entry in zip(theme_doc["entries"], theme.entries, strict=True):
-            entry_doc["why"] = explanation_json(entry.why) if entry.why else None
+            entry_doc["why"] = explain.explanation_json(entry.why) if entry.why else None
             entry_doc["llm"] = entry.llm or None  # the language model's choice and reason (bot.llm)
 
 
@@ -86,7 +91,7 @@ def _explain_text(data: digest.DigestData) -> str:
         lines.append(f"[{kind}] {theme.name or '(catch-all)'}")
         for entry in theme.entries:
             lines.append(f"  - {entry.title}")
-            lines += explanation_lines(entry.why) if entry.why else ["    (placed by the editor)"]
+            lines += explain.explanation_lines(entry.why) if entry.why else ["    (placed by the editor)"]
             if entry.llm:
                 lines.append(f"    llm: {entry.llm}")
     return "\n".join(printable(line) for line in lines) + "\n"

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from bot.cli.app import App, console, err_console, pass_app, reports_errors
-from bot.digest import draft as drafts
-from bot.digest.schedule import next_send_time
+from bot.cli.app import App, LazyModule, console, err_console, pass_app, reports_errors
 from bot.errors import BotError
+from bot.times import local_iso
+
+if TYPE_CHECKING:
+    from bot.digest import draft as drafts
+    from bot.digest import schedule
+else:  # the grouping and the scheduler's triggers load when a draft command runs, not for --help
+    drafts = LazyModule("bot.digest.draft")
+    schedule = LazyModule("bot.digest.schedule")
 
 WEEK_HELP = "ISO week such as 2026-W40 (default: the week the next scheduled send covers)."
 ENTRY_WEEK_HELP = "ISO week such as 2026-W40 (default: the entry's own week)."
@@ -46,7 +54,8 @@ def show(app: App, week: str | None, fmt: str) -> None:
         found = drafts.load_draft(session, settings, drafts.week_for(session, settings, week))
     if fmt == "json":
         body = render.digest_json(found.data) | {
-            "approved_at": found.edits.approved_at.isoformat() if found.edits.approved_at else None,
+            # in DIGESTBOT_TIMEZONE, with its offset, like every time the CLI prints (bot.times)
+            "approved_at": local_iso(found.edits.approved_at, settings.tz),
             "after_approval": found.data.after_approval, "frozen": found.frozen, "scheduled": found.scheduled}
         click.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
@@ -54,8 +63,13 @@ def show(app: App, week: str | None, fmt: str) -> None:
              "approved" if found.approved else "not approved")
     line = f"{found.week.label} ({found.week.first_day} – {found.week.last_day}): {state}"
     if found.scheduled and not found.frozen:
-        when = next_send_time(settings).isoformat(timespec="minutes")
-        line += f"; the next scheduled send ({when}) covers it"
+        at = schedule.next_send_time(settings)
+        when = at.isoformat(timespec="minutes")
+        if found.week.next().end <= at - timedelta(days=7):  # an old week: no later one has entries yet
+            line += (f"; the next scheduled send ({when}) covers it only if no later week "
+                     "gets entries before then")
+        else:
+            line += f"; the next scheduled send ({when}) covers it"
     if settings.require_approval and not found.frozen and not found.approved:
         line += "; DIGESTBOT_REQUIRE_APPROVAL holds its send until it is approved"
     console.print(line, markup=False)

@@ -11,19 +11,26 @@ import contextlib
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bot import ingest, logs
-from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
+from bot.cli import exits
+from bot.cli.app import App, LazyBar, LazyModule, console, err_console, pass_app, reports_errors, write_out
 from bot.cli.output import chosen_format, emit_rows, format_option
-from bot.db import transaction
 from bot.errors import BotError
-from bot.ingest import feeds as managed
-from bot.ingest import opml, vectors
-from bot.ingest import queries as feed_queries
 from bot.terminal import printable
+
+if TYPE_CHECKING:
+    from bot import db, titles
+    from bot.ingest import feeds as managed
+    from bot.ingest import opml, vectors
+    from bot.ingest import queries as feed_queries
+else:  # the database layer loads when a command runs, not for --help
+    db, titles = LazyModule("bot.db"), LazyModule("bot.titles")
+    managed, feed_queries = LazyModule("bot.ingest.feeds"), LazyModule("bot.ingest.queries")
+    opml, vectors = LazyModule("bot.ingest.opml"), LazyModule("bot.ingest.vectors")
 
 
 @click.command()
@@ -48,8 +55,9 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
     _embed(app)
     _read_with_llm(app)
-    if failed == len(results):
-        sys.exit(1)
+    code = exits.after_polls(len(results), failed)
+    if code != exits.OK:
+        sys.exit(code)
 
 
 def _embed(app: App) -> None:
@@ -152,7 +160,7 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     Its posts from before now are its backlog: stored and searchable, never a
     late addition to a later digest, unless --backfill. Adding a feed that is
     already there changes nothing and is not an error."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         added = managed.add_feed(session, url, datetime.now(UTC), name=name, backfill=backfill)
         feed_id, normal, held = added.feed.id, added.feed.url, added.feed.backlog_before
     if added.outcome == "exists":
@@ -170,14 +178,27 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
         err_console.print("warning: the first poll failed; the feed stays added and is polled "
                           f"with the others (`digestbot feeds remove {feed_id}` if it was a typo)",
                           markup=False)
-    elif held is None:
+        sys.exit(exits.FEEDS_FAILED)
+    if held is None:
         console.print("no digest has gone out yet, so nothing is held back: its posts belong "
                       "to their own weeks")
     elif backfill:
         console.print("its earlier posts go into the next digest (--backfill)")
     else:
-        console.print("its earlier posts are stored; those of weeks already mailed are never "
-                      "mailed (add with --backfill to mail them all in the next digest)")
+        _show_backlog(app, feed_id)
+
+
+def _show_backlog(app: App, feed_id: int) -> None:
+    """Which of a new feed's earlier posts are mailed: by the design
+    (bot.ingest.feeds), those of a week already mailed never are, those of a
+    week not mailed yet are part of that week's digest."""
+    from bot.digest.queries import held_backlog
+
+    with app.factory() as session:
+        held, later, last = held_backlog(session, feed_id, app.settings.timezone)
+    console.print(f"its posts from before it was added: {held} of weeks up to {last}, the last "
+                  f"week mailed: stored, never mailed; {later} of later weeks: in their week's "
+                  "digest (add with --backfill to mail them all in the next digest)", markup=False)
 
 
 @feeds_command.command("remove")
@@ -187,7 +208,7 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
 def feeds_remove(app: App, feed: str) -> None:
     """Stop polling FEED (its URL or id) for good. Entries a digest already
     holds stay in the archive; the others go, unless another feed carries them."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         done = managed.remove_feed(session, feed)
         feed_id, url = done.feed.id, done.feed.url
     console.print(printable(
@@ -202,7 +223,7 @@ def feeds_remove(app: App, feed: str) -> None:
 @reports_errors
 def feeds_pause(app: App, feed: str) -> None:
     """Stop polling FEED (its URL or id) until `feeds resume`; its entries stay."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         found, changed = managed.set_paused(session, feed, True)
         feed_id, url = found.id, found.url
     state = "paused" if changed else "already paused"
@@ -216,7 +237,7 @@ def feeds_pause(app: App, feed: str) -> None:
 @reports_errors
 def feeds_resume(app: App, feed: str) -> None:
     """Poll FEED (its URL or id) again after `feeds pause`."""
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         found, changed = managed.set_paused(session, feed, False)
         feed_id, url = found.id, found.url
     state = "resumed" if changed else "already active"
@@ -227,16 +248,20 @@ def feeds_resume(app: App, feed: str) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--backfill", is_flag=True,
               help="Mail the new feeds' earlier posts in the next digest.")
+@click.option("--no-poll", is_flag=True,
+              help="Only add the feeds; the next `digestbot poll` (or the service) checks them.")
 @pass_app
 @reports_errors
-def feeds_import(app: App, file: str, backfill: bool) -> None:
+def feeds_import(app: App, file: str, backfill: bool, no_poll: bool = False) -> None:
     """Add every feed listed in an OPML FILE (from any feed reader; categories
-    and nesting are fine). Feeds already there are left as they are; local
-    file paths in the file are skipped (add those with `feeds add PATH`)."""
+    and nesting are fine) and poll the new ones once, naming each whose first
+    poll fails (exit 3). Feeds already there are left as they are; local file
+    paths in the file are skipped (add those with `feeds add PATH`)."""
     listed = opml.read_opml_file(file)
     counts = {"added": 0, "restored": 0, "exists": 0, "skipped": 0}
+    new_urls: list[str] = []
     now = datetime.now(UTC)
-    with transaction(app.factory) as session:
+    with db.transaction(app.factory) as session:
         for item in listed:
             try:
                 added = managed.add_feed(session, item.url, now, name=item.name,
@@ -247,12 +272,32 @@ def feeds_import(app: App, file: str, backfill: bool) -> None:
                 continue
             counts[added.outcome] += 1
             if added.outcome != "exists":
+                new_urls.append(added.feed.url)
                 console.print(printable(f"{added.outcome} feed {added.feed.id}: {added.feed.url}"),
                               markup=False)
     console.print(f"{len(listed)} feed(s) in {Path(file).name}: {counts['added']} added, "
                   f"{counts['restored']} restored, {counts['exists']} already there, "
-                  f"{counts['skipped']} skipped; new feeds are polled by the next "
-                  "`digestbot poll` (or the service)", markup=False)
+                  f"{counts['skipped']} skipped", markup=False)
+    if not new_urls:
+        return
+    if no_poll:
+        console.print("not polled yet (--no-poll): the next `digestbot poll` checks the new feeds")
+        return
+    failed = _first_polls(app, new_urls)
+    if failed:
+        err_console.print(f"warning: {failed} of the {len(new_urls)} new feeds failed their first "
+                          "poll (the lines starting with `error` above); they stay added and are "
+                          "polled with the others: fix or `digestbot feeds remove` them",
+                          markup=False)
+        sys.exit(exits.FEEDS_FAILED)
+
+
+def _first_polls(app: App, urls: list[str]) -> int:
+    """Poll the feeds just added, printing each result; the number that failed."""
+    with _poll_reported_here(app):
+        results = ingest.poll_feeds(app.settings, app.factory, urls, on_result=_show_result)
+    _embed(app)
+    return sum(r.status == "error" for r in results)
 
 
 @feeds_command.command("export")
@@ -264,7 +309,7 @@ def feeds_export(app: App, out: str | None) -> None:
     with app.factory() as session:
         listed = [opml.ExportFeed(url=feed.url, name=feed.display_name)
                   for feed in feed_queries.all_feeds(session)]
-    data = opml.write_opml(listed, title=f"{app.settings.title}: feeds")
+    data = opml.write_opml(listed, title=f"{titles.titled(app.settings, app.factory).title}: feeds")
     if out is None:
         click.get_binary_stream("stdout").write(data)
         return

@@ -30,6 +30,7 @@ class _Adder:
 
     def add(self, address: str) -> str:
         from bot import mailer, subscriptions
+        from bot.titles import titled
         from bot.tokens import Tokens
 
         change = subscriptions.subscribe(self.app.factory, address, confirmed=self.confirmed)
@@ -39,8 +40,9 @@ class _Adder:
                 self._sender = mailer.make_sender(self.app.settings)
                 self._tokens = Tokens.from_settings(self.app.settings)
             try:
-                subscriptions.send_confirmation(self.app.settings, self._tokens, self._sender,
-                                                change.subscriber)
+                # the mail names the digest: DIGESTBOT_TITLE, else the first feed's title
+                subscriptions.send_confirmation(titled(self.app.settings, self.app.factory),
+                                                self._tokens, self._sender, change.subscriber)
                 note = "pending, confirmation mail sent"
             except mailer.SendFailure as exc:
                 note = f"pending, but the confirmation mail failed: {exc}"

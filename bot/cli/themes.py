@@ -8,14 +8,18 @@ to stdout. The operator edits it and points DIGESTBOT_THEMES_FILE at it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from bot.cli.app import App, console, err_console, pass_app, reports_errors, write_out
-from bot.digest import theme_fit
+from bot.cli.app import App, LazyModule, console, err_console, pass_app, reports_errors, write_out
 from bot.errors import ThemesError
 from bot.terminal import printable
+
+if TYPE_CHECKING:
+    from bot.digest import theme_fit
+else:  # the grouping loads when `themes suggest` runs, not for --help
+    theme_fit = LazyModule("bot.digest.theme_fit")
 
 
 @click.group("themes")

@@ -23,6 +23,7 @@ from bot.llm.answer import Reading
 from bot.llm.present import attach_intros, tldr_for
 from bot.llm.reader import explain, load_readings
 from bot.themes import Item, group_items, load_themes
+from bot.titles import digest_title
 
 
 def build_digest(session: Session, week: Week, settings: Settings) -> DigestData:
@@ -53,7 +54,7 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
     readings = load_readings(session, _items(chosen), theme_set, settings)
     data = apply_edits(assemble(week, chosen, settings, sources, history, vectors, readings), edits, theme_set)
     data = attach_intros(session, data, settings)
-    return replace(data, after_approval=waiting) if waiting else data
+    return replace(data, after_approval=waiting, title=digest_title(settings, session))
 
 
 def _as_approved(

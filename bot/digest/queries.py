@@ -12,6 +12,7 @@ from sqlalchemy import ColumnElement, Connection, Table, func, insert, or_, sele
 from sqlalchemy.orm import Session, aliased
 
 from bot import embedding
+from bot.digest.week import week_of
 from bot.models import Digest, DigestEntry, Entry, EntrySource, EntryVector, Feed, FeedState
 
 _DIGESTS = cast(Table, Digest.__table__)
@@ -25,6 +26,20 @@ def digest_for_week(session: Session, week: str) -> Digest | None:
 def frozen_weeks(session: Session) -> list[str]:
     """Labels of every week whose digest has been frozen (sending or sent)."""
     return list(session.scalars(select(Digest.week).order_by(Digest.week)))
+
+
+def held_backlog(session: Session, feed_id: int, tz: str) -> tuple[int, int, str | None]:
+    """A feed's held-back backlog (bot.ingest.feeds) as (posts of weeks up to
+    the last week mailed, never mailed: the schedule never goes back to a week
+    before it; posts of later weeks, part of their own week's digest; that last
+    week's label), weeks counted in the time zone ``tz``."""
+    frozen = frozen_weeks(session)
+    last = max(frozen) if frozen else None  # ISO labels (2026-W40) sort as the weeks do
+    published = list(session.scalars(select(Entry.published_at).where(
+        Entry.feed_id == feed_id, Entry.backlog == "held")))
+    later = sum(when is not None and last is not None and week_of(when, tz).label > last
+                for when in published)
+    return len(published) - later, later, last
 
 
 def digest_entries(session: Session, digest_id: int) -> list[tuple[Entry, bool]]:

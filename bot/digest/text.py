@@ -25,27 +25,27 @@ def clean_line(text: str) -> str:
 
 
 def trim_summary(text: str, limit: int) -> str:
-    """Shorten plain text to at most ``limit`` characters, at a boundary.
+    """Shorten plain text to at most ``limit`` characters, at a boundary,
+    filling the budget with whole sentences and then whole clauses.
 
-    The cut is at the last sentence end (。！？, or .!? before a space) or
-    clause end (；;) within the limit, whichever comes later; a sentence end is
-    kept as it is, a clause end becomes an ellipsis. Only when there is
-    neither does it fall back to the last comma, and only when there is no
-    comma either is it cut inside a clause (at a word boundary for English),
-    marked with an ellipsis.
+    The cut is at the last boundary within the limit: a sentence end (。！？,
+    or .!? before a space), kept as it is, or a clause end after it (；; or a
+    comma), which becomes an ellipsis. So a short first sentence is followed
+    by as many clauses of the next as fit, instead of leaving most of the
+    budget unused. Only when there is no boundary at all is it cut inside a
+    clause (at a word boundary for English), marked with an ellipsis.
     """
     text = clean_line(text)
     if len(text) <= limit:
         return text
     sentence = _last_end(_SENTENCE_END, text, limit)
-    clause = _last_end(_CLAUSE_END, text, limit)  # the ellipsis takes the ；'s place
-    if sentence and sentence >= clause:
+    # the ellipsis takes the place of the ；, ; or comma
+    clause = max(_last_end(_CLAUSE_END, text, limit), _last_end(_COMMA, text, limit))
+    # a whole sentence beats a scrap of the next one (less than a tenth of the budget)
+    if sentence and (sentence >= clause or clause - sentence < limit // 10):
         return text[:sentence]
     if clause:
-        return text[: clause - 1].rstrip() + "…"
-    comma = _last_end(_COMMA, text, limit)
-    if comma:
-        return text[:comma].rstrip(" ,，、") + "…"
+        return text[:clause].rstrip(" ,，、；;") + "…"
     cut = text[: limit - 1]
     if text[limit - 1].isascii() and text[limit - 1].isalnum() and " " in cut[-25:]:
         cut = cut.rsplit(" ", 1)[0]  # do not split an English word

@@ -69,6 +69,7 @@ class DigestData:
     note: str = ""  # the editor's note, Markdown (bot.digest.note renders it)
     excluded: tuple[DigestEntryView, ...] = ()  # left out by the editor; not sent
     after_approval: int = 0  # entries stored after the week's approval: they wait for the next digest
+    title: str = ""  # what the digest is called (bot.titles); empty: the settings' title
 
     @property
     def entries(self) -> tuple[DigestEntryView, ...]:

@@ -12,6 +12,21 @@
 - ``poll``: one poll of every active feed, joining the above
 """
 
-from bot.ingest.poll import PollResult, fetch_options, poll_feed, poll_feeds
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bot.ingest.poll import PollResult, fetch_options, poll_feed, poll_feeds
 
 __all__ = ["PollResult", "fetch_options", "poll_feed", "poll_feeds"]
+
+
+def __getattr__(name: str) -> Any:
+    """``bot.ingest.poll_feeds`` and the rest, imported on first use: reading
+    the feeds table (``bot.ingest.queries``) needs no HTTP client or parser."""
+    if name in __all__:
+        from bot.ingest import poll
+
+        return getattr(poll, name)
+    raise AttributeError(f"module 'bot.ingest' has no attribute {name!r}")

@@ -35,8 +35,7 @@ from bot.config import Settings, example_feed_path
 from bot.db import transaction
 from bot.errors import BotError
 from bot.ingest import queries
-from bot.ingest.fetch import is_local
-from bot.ingest.urls import normalise_feed_url
+from bot.ingest.urls import is_local, normalise_feed_url
 from bot.models import Digest, DigestEntry, Entry, EntrySource, Feed, FeedState
 
 log = logging.getLogger(__name__)

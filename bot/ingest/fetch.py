@@ -40,6 +40,7 @@ import httpx
 
 from bot.errors import FeedError
 from bot.ingest.netpolicy import CHAIN, AddressRefused, Chain, FetchPolicy, PolicyTransport
+from bot.ingest.urls import is_local  # noqa: F401 (where it was first defined; callers import it from here)
 
 T = TypeVar("T")
 
@@ -72,11 +73,6 @@ class FetchResult:
 
 class FetchStopped(Exception):
     """The fetch was abandoned because the process is stopping: not the feed's fault."""
-
-
-def is_local(url: str) -> bool:
-    scheme = urlsplit(url).scheme
-    return scheme == "file" or scheme == "" or (len(scheme) == 1 and url[1:3] in (":\\", ":/"))
 
 
 def fetch(

@@ -21,7 +21,7 @@ import defusedxml.ElementTree as SafeET  # noqa: N812
 from defusedxml import DefusedXmlException
 
 from bot.errors import BotError
-from bot.ingest.fetch import is_local
+from bot.ingest.urls import is_local
 
 MAX_OPML_BYTES = 5_000_000  # a list of some ten thousand feeds
 

@@ -52,6 +52,12 @@ STOPWORDS = frozenset({
     "rl", "rlvr", "rlhf", "token", "tokens", "harness", "swe", "gui", "ppo",
     "grpo", "dpo", "sft", "moe", "lora", "api", "mcp", "cot", "prm", "orm",
     "gpu", "cpu", "sota", "on", "off", "policy", "benchmark", "model", "models",
+    # venues and preprint servers: "SIGMOD: learned cardinality estimation" names
+    # where a paper appeared, not the paper (a digest once counted one such as "1 paper")
+    "arxiv", "sigmod", "vldb", "pvldb", "icde", "cidr", "pods", "neurips", "nips", "icml",
+    "iclr", "cvpr", "iccv", "eccv", "acl", "emnlp", "naacl", "aaai", "ijcai", "kdd",
+    "sigir", "recsys", "www", "wsdm", "cikm", "osdi", "sosp", "nsdi", "eurosys", "asplos",
+    "isca", "usenix", "ndss", "ccs", "oakland",
 })
 # fmt: on
 
@@ -97,7 +103,9 @@ def _words(item: str) -> list[str]:
 
 def _is_stop(item: str) -> bool:
     words = _words(item)
-    return not words or all(w in STOPWORDS for w in words)
+    # a year beside field words or a venue ("NeurIPS 2025") names no paper either
+    return not words or (all(w in STOPWORDS or w.isdigit() for w in words)
+                         and not all(w.isdigit() for w in words))
 
 
 def _is_code_like(word: str) -> bool:

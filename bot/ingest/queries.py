@@ -17,13 +17,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from bot.ingest.parse import ParsedEntry
 from bot.ingest.urls import article_key, fingerprint, normalise_feed_url
 from bot.models import Entry, EntrySource, EntryVector, Feed, FeedState
+
+if TYPE_CHECKING:  # feedparser loads with the parser, not with the queries
+    from bot.ingest.parse import ParsedEntry
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,14 @@ def all_feeds(session: Session, *, include_removed: bool = False) -> Sequence[Fe
     if not include_removed:
         query = query.where(Feed.status != FeedState.REMOVED.value)
     return session.scalars(query).all()
+
+
+def first_feed_title(session: Session) -> str | None:
+    """The own title of the first feed added that has one (removed feeds
+    aside): what the digest is called when DIGESTBOT_TITLE is not set."""
+    return session.scalar(
+        select(Feed.title).where(Feed.status != FeedState.REMOVED.value, Feed.title.is_not(None),
+                                 Feed.title != "").order_by(Feed.id).limit(1))
 
 
 def active_feeds(session: Session) -> Sequence[Feed]:

@@ -44,7 +44,8 @@ class PollResult:
         if self.merged:
             line += f", {self.merged} already stored through another feed"
         if self.backlog:
-            line += (f" ({self.backlog} of the new ones are its backlog: "
+            line += (f" ({self.backlog} of the new ones are its backlog, from before it was added: "
                      + ("they go into the next digest)" if self.backfill
-                        else "never mailed as late additions)"))
+                        else "those of weeks up to the last one mailed are never mailed, those "
+                             "of later weeks are part of their week's digest)"))
         return line + (f" (warning: {self.warning})" if self.warning else "")

@@ -16,7 +16,12 @@ import hashlib
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from bot.ingest.fetch import is_local
+
+def is_local(url: str) -> bool:
+    """A file path or file: URL (a Windows drive letter too), not a network address."""
+    scheme = urlsplit(url).scheme
+    return scheme == "file" or scheme == "" or (len(scheme) == 1 and url[1:3] in (":\\", ":/"))
+
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

@@ -23,6 +23,7 @@ from bot.send.report import SendReport, Target
 from bot.send.testcopy import send_test_copy
 from bot.send.workers import Worker, deliver_parallel
 from bot.themes import load_themes
+from bot.titles import titled
 from bot.tokens import Tokens
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def send_digest(
     - ``stop`` (a threading.Event) ends the run after the message in flight;
       ``progress`` is called with a ``loop.DeliveryReport`` after each message.
     """
+    settings = titled(settings, factory)  # the test copy's notice and the mail name the digest alike
     target = choose_target(settings, factory, week)
     if to is not None:
         return send_test_copy(settings, factory, target, to, dry_run=dry_run, sender=sender)

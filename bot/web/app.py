@@ -8,21 +8,27 @@ logged 500 page.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
 from bot.config import Settings
+from bot.ingest.queries import first_feed_title
 from bot.mailer import Sender, make_sender
+from bot.titles import titled
 from bot.tokens import Tokens
 from bot.web import admin, archive, feed, health, public
 from bot.web.limits import SharedWindow, utcnow
@@ -50,6 +56,8 @@ def create_app(
     The rate limits count in the database (``bot.web.limits``), so every
     instance serving the same database enforces them together."""
     limits = limits or RateLimits()
+    configured = settings
+    settings = titled(settings, factory)  # the pages and the confirmation mail name the digest
     site = Site(
         settings=settings,
         factory=factory,
@@ -67,7 +75,9 @@ def create_app(
         routes=[*public.ROUTES, *archive.ROUTES, *feed.ROUTES, *health.ROUTES, *admin.ROUTES],
         exception_handlers=handlers,
         middleware=[Middleware(SecurityHeaders),  # CSP, frames, referrer: on every answer
-                    Middleware(BodyLimit, too_large=too_large)],  # type: ignore[arg-type]
+                    Middleware(BodyLimit, too_large=too_large),  # type: ignore[arg-type]
+                    *([] if configured.title else [Middleware(FollowFeedTitle, site=site,
+                                                              configured=configured)])],
     )
     # Starlette's own /archive/ -> /archive redirect is built from the Host header,
     # which a client chooses; ours (http_error) goes to DIGESTBOT_BASE_URL
@@ -75,6 +85,37 @@ def create_app(
     app.state.site = site
     app.state.admin = admin.Admin(site)  # the operator's console (bot.web.admin)
     return app
+
+
+class FollowFeedTitle:
+    """With DIGESTBOT_TITLE unset, the site is named after the first feed's own
+    title (bot.titles), which a poll may bring after the app started: read it
+    again before a request while there is none yet, then once every
+    ``RECHECK_SECONDS`` (a feed's title can change)."""
+
+    RECHECK_SECONDS = 60.0
+
+    def __init__(self, app: Any, site: Site, configured: Settings) -> None:
+        self.app, self.site, self.configured = app, site, configured
+        self.found = False  # a feed's title names the site
+        self.checked = time.monotonic()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (
+                not self.found or time.monotonic() - self.checked >= self.RECHECK_SECONDS):
+            self.checked = time.monotonic()
+            title = await run_in_threadpool(self._title)
+            self.found = title is not None
+            if title and title != self.site.settings.title:
+                self.site.settings = dataclasses.replace(self.site.settings, title=title)
+        await self.app(scope, receive, send)
+
+    def _title(self) -> str | None:
+        try:
+            with self.site.factory() as session:
+                return first_feed_title(session)
+        except SQLAlchemyError:
+            return None
 
 
 async def too_large(request: Request) -> Response:

@@ -23,8 +23,12 @@ WEEK_PATTERN = re.compile(r"^\d{4}-W\d{2}$")
 
 
 def _rows(site: Site) -> list[tuple[str, str, datetime | None]]:
+    """Each sent digest's week, subject and send time, the time in
+    DIGESTBOT_TIMEZONE (as in `status` and the console), not UTC."""
     with site.factory() as session:
-        return queries.sent_digests(session)
+        rows = queries.sent_digests(session)
+    tz = site.settings.tz
+    return [(week, subject, when.astimezone(tz) if when else None) for week, subject, when in rows]
 
 
 def _archived_html(site: Site, week: str) -> str | None:

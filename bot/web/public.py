@@ -76,7 +76,9 @@ def with_claim(kind: Literal["confirm", "unsubscribe", "preferences"]) -> Callab
 # --- subscribe -------------------------------------------------------------------------------
 
 async def index(request: Request) -> Response:
-    return site_of(request).page("subscribe", template="home.html", back=False, error=None, value="")
+    site = site_of(request)
+    return site.page("subscribe", template="home.html", back=False, error=None, value="",
+                     tagline=site.settings.tagline)
 
 
 async def subscribe(request: Request) -> Response:
@@ -92,7 +94,7 @@ async def subscribe(request: Request) -> Response:
     except subscriptions.AddressError:
         error = site.lang.gettext("That doesn't look like an email address. Please check it and try again.")
         return site.page("subscribe", status=400, template="home.html", back=False, error=error,
-                         value=value[:254])
+                         value=value[:254], tagline=site.settings.tagline)
     # victim+1@, victim+2@ ... are one inbox: one limit
     if not await site.db(site.address_window.allow, address_rate_key(address)):
         return site.page("ratelimit", status=429)
