@@ -53,6 +53,7 @@ class ThemeView:
     derived: bool = False  # named after the week's own terms, not a theme of the file
     key: str = ""  # see section_key; what the editor's edits refer to
     renamed: bool = False  # the editor named it for this week: ``name`` is used in every language
+    described: bool = False  # the editor wrote ``description`` for this week: used in every language
 
 
 @dataclass(frozen=True)
