@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import logging
 import re
 import secrets
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from email_validator import EmailNotValidError, validate_email
@@ -33,7 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from bot import subscribers
 from bot.config import Settings
 from bot.errors import BotError
-from bot.mailer import Sender, envelope_address, simple_message
+from bot.mailer import Sender, SendFailure, envelope_address, simple_message
 from bot.models import Subscriber
 from bot.models import SubscriberState as State
 from bot.templating import language, render_template
@@ -202,15 +203,18 @@ def remove(session: Session, address: str) -> bool:
 
 def subscribe(
     factory: sessionmaker[Session], address: str, *, confirmed: bool = False,
-    now: datetime | None = None,
+    now: datetime | None = None, name: str | None = None,
 ) -> Change:
     """``request`` or ``add_confirmed`` in a transaction of its own; two requests
-    for a new address at the same moment end up as one subscriber."""
+    for a new address at the same moment end up as one subscriber. ``name``
+    (the admin's: a CSV import, the console) is stored when given."""
     for attempt in range(2):
         try:
             with factory() as session, session.begin():
                 now = now or datetime.now(UTC)
                 change = (add_confirmed if confirmed else request)(session, address, now)
+                if name:
+                    change.subscriber.name = " ".join(name.split())[:MAX_NAME]
                 session.flush()
                 return change
         except IntegrityError:
@@ -253,9 +257,12 @@ class CsvRow:
     address: str | None  # normalised, or None with an error
     error: str | None = None
     duplicate_of: int | None = None  # the line where this address came first
+    name: str | None = None  # the header's ``name`` column, if it has one
 
 
 HEADER_NAMES = {"email", "e-mail", "email address", "e-mail address", "mail", "address"}
+NAME_HEADERS = {"name", "full name", "display name"}
+MAX_NAME = 200
 MAX_LINE = 10_000  # characters; no address line is longer, and csv refuses fields over 128 KB
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as an editor numbers lines (not str.splitlines)
 
@@ -272,7 +279,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
     with a BOM, else UTF-8 line by line with Latin-1 where that fails:
     addresses are ASCII). A repeated address comes back with ``duplicate_of``.
     """
-    column = 0
+    column, name_column = 0, None
     seen: dict[str, int] = {}
     first = True
     for number, text in enumerate(_lines(data), 1):
@@ -289,6 +296,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
             header = [i for i, name in enumerate(names) if name in HEADER_NAMES]
             if header:
                 column = header[0]
+                name_column = next((i for i, n in enumerate(names) if n in NAME_HEADERS), None)
                 continue
         row = _row(number, fields, column)
         if row.address is None and '"' in text:  # a stray quote glued fields together
@@ -300,7 +308,15 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
                 row = CsvRow(number, row.address, duplicate_of=seen[key])
             else:
                 seen[key] = number
+                row = replace(row, name=_name(fields, name_column))
         yield row
+
+
+def _name(fields: list[str], column: int | None) -> str | None:
+    """The name field of a line, as one line of at most MAX_NAME characters; None if empty."""
+    if column is None or column >= len(fields):
+        return None
+    return " ".join(fields[column].split())[:MAX_NAME] or None
 
 
 def _lines(data: bytes | str) -> Iterator[str]:
@@ -357,15 +373,84 @@ def _bare(text: str) -> str:
 
 
 EXPORT_FIELDS = ("email", "status", "created_at", "confirmed_at", "unsubscribed_at",
-                 "bounced_at", "hard_failures")
+                 "bounced_at", "hard_failures", "name")
 
 
 def export_rows(subscribers: Iterable[Subscriber]) -> Iterator[list[str]]:
+    """The CSV export: a header, then one row per subscriber (``import`` reads it back)."""
     yield list(EXPORT_FIELDS)
     for sub in subscribers:
         yield [sub.email, sub.status, _iso(sub.created_at), _iso(sub.confirmed_at),
-               _iso(sub.unsubscribed_at), _iso(sub.bounced_at), str(sub.hard_failures)]
+               _iso(sub.unsubscribed_at), _iso(sub.bounced_at), str(sub.hard_failures),
+               sub.name or ""]
 
 
 def _iso(moment: datetime | None) -> str:
     return moment.isoformat(timespec="seconds") if moment else ""
+
+
+# --- a CSV import, line by line ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImportLine:
+    """What became of one line: ``verdict`` is added | confirmed | pending |
+    already | kept | repeated | rejected, ``note`` says it in words."""
+
+    line: int
+    address: str | None
+    verdict: str
+    note: str
+
+
+@dataclass
+class ImportReport:
+    """Every line's verdict; the counts add up to the lines read."""
+
+    lines: list[ImportLine] = dataclasses.field(default_factory=list)
+
+    def count(self, *verdicts: str) -> int:
+        return sum(line.verdict in verdicts for line in self.lines)
+
+    @property
+    def imported(self) -> int:
+        """Addresses taken (new, changed or already there): neither repeated nor rejected."""
+        return len(self.lines) - self.count("repeated", "rejected")
+
+
+def import_csv(factory: sessionmaker[Session], data: bytes | str, *, confirmed: bool,
+               send_confirmation: Callable[[Subscriber], None]) -> ImportReport:
+    """Add every address of a CSV file (``read_csv``), with its name if the file
+    has a ``name`` column; without ``confirmed`` each new or pending address
+    gets a confirmation mail through ``send_confirmation`` (a failed mail is
+    that line's note; the import goes on). `subscribers import` and the
+    console both call this."""
+    report = ImportReport()
+    for row in read_csv(data):
+        if row.address is None:
+            report.lines.append(ImportLine(row.line, None, "rejected", row.error or "rejected"))
+            continue
+        if row.duplicate_of is not None:
+            report.lines.append(ImportLine(row.line, row.address, "repeated",
+                                           f"a repeat of line {row.duplicate_of}"))
+            continue
+        change = subscribe(factory, row.address, confirmed=confirmed, name=row.name)
+        report.lines.append(import_verdict(row.line, change, send_confirmation))
+    return report
+
+
+def import_verdict(line: int, change: Change, send: Callable[[Subscriber], None]) -> ImportLine:
+    """What a subscribe did to one address, its confirmation mail sent (or its failure noted)."""
+    sub = change.subscriber
+    if change.confirm_mail:
+        try:
+            send(sub)
+            note = "pending, confirmation mail sent"
+        except SendFailure as exc:
+            note = f"pending, but the confirmation mail failed: {exc}"
+        return ImportLine(line, sub.email, "pending", note)
+    verdict = "added" if change.action == "created" else change.action
+    note = {"created": "added, confirmed", "confirmed": "confirmed",
+            "already": f"already {sub.status}",
+            "kept": f"left {sub.status}: they opted out (remove, then add, to override)",
+            }.get(change.action, sub.status)
+    return ImportLine(line, sub.email, verdict, note)

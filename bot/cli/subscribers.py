@@ -29,29 +29,25 @@ class _Adder:
         self._tokens: Any = None
 
     def add(self, address: str) -> str:
-        from bot import mailer, subscriptions
-        from bot.tokens import Tokens
+        from bot import subscriptions
 
         change = subscriptions.subscribe(self.app.factory, address, confirmed=self.confirmed)
-        status = change.subscriber.status
-        if change.confirm_mail:
-            if self._sender is None:
-                self._sender = mailer.make_sender(self.app.settings)
-                self._tokens = Tokens.from_settings(self.app.settings)
-            try:
-                subscriptions.send_confirmation(self.app.settings, self._tokens, self._sender,
-                                                change.subscriber)
-                note = "pending, confirmation mail sent"
-            except mailer.SendFailure as exc:
-                note = f"pending, but the confirmation mail failed: {exc}"
-        else:
-            note = {"created": "added, confirmed", "confirmed": "confirmed",
-                    "already": f"already {status}",
-                    "kept": f"left {status}: they opted out (remove, then add, to override)",
-                    }.get(change.action, status)
+        return self.tally(subscriptions.import_verdict(0, change, self.confirm).note)
+
+    def tally(self, note: str) -> str:
         key = note.split(",")[0].split(":")[0]
         self.counts[key] = self.counts.get(key, 0) + 1
         return note
+
+    def confirm(self, subscriber: Any) -> None:
+        """Send a pending subscriber's confirmation mail (SendFailure if it fails)."""
+        from bot import mailer, subscriptions
+        from bot.tokens import Tokens
+
+        if self._sender is None:
+            self._sender = mailer.make_sender(self.app.settings)
+            self._tokens = Tokens.from_settings(self.app.settings)
+        subscriptions.send_confirmation(self.app.settings, self._tokens, self._sender, subscriber)
 
     def close(self) -> None:
         if self._sender is not None:
@@ -153,7 +149,8 @@ def subscribers_remove(app: App, addresses: tuple[str, ...]) -> None:
 @pass_app
 @reports_errors
 def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
-    """Add the addresses in a CSV FILE: its `email` column, else its first column.
+    """Add the addresses in a CSV FILE: its `email` column, else its first column
+    (and a `name` column's names, if it has one).
 
     Every line gets a verdict: added, already there, a repeat of an earlier
     line (one subscriber, one confirmation mail), or rejected with its line
@@ -161,27 +158,25 @@ def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
     from bot import subscriptions
 
     adder = _Adder(app, confirmed)
-    rejected = repeated = imported = 0
     try:
-        for row in subscriptions.read_csv(file.read()):
-            if row.address is None:
-                err_console.print(f"line {row.line}: rejected: {printable(row.error)}",
-                                  markup=False, highlight=False)
-                rejected += 1
-                continue
-            if row.duplicate_of is not None:
-                repeated += 1
-                continue
-            note = adder.add(row.address)
-            imported += 1
-            if "failed" in note or note.startswith("left"):
-                err_console.print(f"line {row.line}: {row.address}: {printable(note)}", markup=False)
+        report = subscriptions.import_csv(app.factory, file.read(), confirmed=confirmed,
+                                          send_confirmation=adder.confirm)
     finally:
         adder.close()
+    for line in report.lines:
+        if line.verdict == "rejected":
+            err_console.print(f"line {line.line}: rejected: {printable(line.note)}",
+                              markup=False, highlight=False)
+        elif line.verdict != "repeated":
+            adder.tally(line.note)
+            if "failed" in line.note or line.note.startswith("left"):
+                err_console.print(f"line {line.line}: {line.address}: {printable(line.note)}",
+                                  markup=False)
     done = ", ".join(f"{n} {what}" for what, n in sorted(adder.counts.items()))
-    rows = imported + repeated + rejected
+    rows, imported = len(report.lines), report.imported
     console.print(f"{rows} line(s) read: {imported} address(es)" + (f" ({done})" if done else "")
-                  + f", {repeated} repeated line(s) skipped, {rejected} rejected", markup=False)
+                  + f", {report.count('repeated')} repeated line(s) skipped, "
+                  f"{report.count('rejected')} rejected", markup=False)
     if rows and not imported:
         sys.exit(1)
 
@@ -190,7 +185,7 @@ def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
 @pass_app
 @reports_errors
 def subscribers_export(app: App) -> None:
-    """Write every subscriber as CSV to stdout (email, status, dates, hard_failures)."""
+    """Write every subscriber as CSV to stdout (email, status, dates, hard_failures, name)."""
     import csv
 
     from bot import subscriptions
