@@ -10,13 +10,15 @@ change is a plain POST form; ``static/admin.js`` only makes them quicker
 Modules: ``auth`` (password, session cookie, CSRF, login rate limit, the
 console's headers), ``base`` (the guard every route goes through, pages,
 redirects), ``login``, ``overview`` (dashboard, archive), ``desk`` (this
-week's draft), ``people`` (subscribers). The console calls the same library
-functions as the CLI (``bot.digest.draft``, ``bot.subscriptions``, ``bot.status``).
+week's draft), ``feeds`` (the feeds), ``people`` (subscribers). The console calls the same library
+functions as the CLI (``bot.digest.draft``, ``bot.ingest.feeds``, ``bot.subscriptions``, ``bot.status``).
+Its words come from the same message catalogues as the mail and the public
+pages (``bot/locales``), in DIGESTBOT_LANGUAGE.
 """
 
-from bot.web.admin import desk, login, overview, people
+from bot.web.admin import desk, feeds, login, overview, people
 from bot.web.admin.auth import Admin
 
-ROUTES = [*login.ROUTES, *overview.ROUTES, *desk.ROUTES, *people.ROUTES]
+ROUTES = [*login.ROUTES, *overview.ROUTES, *desk.ROUTES, *feeds.ROUTES, *people.ROUTES]
 
 __all__ = ["ROUTES", "Admin"]

@@ -22,7 +22,7 @@ from bot.mailer import UNSUBSCRIBE_PLACEHOLDER
 from bot.send import send_digest
 from bot.templating import language
 from bot.web.admin.auth import Admin, Session, admin_of
-from bot.web.admin.base import back, field, page, route, when
+from bot.web.admin.base import back, field, page, route, texts, when
 
 
 def _week(admin: Admin, text: str | None) -> str | None:
@@ -83,7 +83,8 @@ def _action(kind: str):  # type: ignore[no-untyped-def]
         try:
             message = await admin.site.db(_apply, admin, kind, week, form)
         except BotError as exc:
-            message = f"Not done: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+            message = texts(admin).gettext("Not done: %(problem)s", problem=exc.message) \
+                + (f" ({exc.hint})" if exc.hint else "")
         suffix = f"?week={week}" if week else ""
         return back(admin, session, f"/draft{suffix}", message)
 
@@ -100,7 +101,10 @@ def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
     if kind == "move":
         return drafts.move(factory, settings, entry, section, week=week)
     if kind == "rename":
-        return drafts.rename(factory, settings, section, field(form, "name", 300), week=week)
+        return drafts.rename(factory, settings, section, field(form, "name", 300), week=week,
+                             keep_description=field(form, "keep") == "yes")
+    if kind == "describe":
+        return drafts.describe(factory, settings, section, field(form, "description", 2000), week=week)
     if kind == "order":
         return drafts.reorder(factory, settings, [s for s in form.getlist("order") if isinstance(s, str)],
                               week=week)
@@ -121,7 +125,8 @@ def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
     raise AssertionError(kind)
 
 
-ACTIONS = ("exclude", "include", "move", "rename", "order", "note", "approve", "withdraw", "test")
+ACTIONS = ("exclude", "include", "move", "rename", "describe", "order", "note", "approve", "withdraw",
+           "test")
 
 ROUTES = [
     route("/draft", draft_page),

@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from bot.web.admin.auth import Session, admin_of
-from bot.web.admin.base import field, page, route
+from bot.web.admin.base import field, page, route, texts
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,15 @@ async def login(request: Request, session: Session) -> Response:
     if not await run_in_threadpool(admin.may_try_login, request):
         log.warning("admin login: too many attempts from %s", request.client.host if request.client else "?")
         response = page(request, admin, session, "login.html", status=429, next=target,
-                        error="Too many login attempts. Wait a few minutes and try again.")
+                        error=texts(admin).gettext(
+                            "Too many login attempts. Wait a few minutes and try again."))
         response.headers["Retry-After"] = "600"
         return response
     # argon2 is deliberately slow: off the event loop
     if not await run_in_threadpool(admin.check_password, field(form, "password", 1000)):
         log.warning("admin login: wrong password from %s", request.client.host if request.client else "?")
         return page(request, admin, session, "login.html", status=401, next=target,
-                    error="That password is not right.")
+                    error=texts(admin).gettext("That password is not right."))
     log.info("admin login from %s", request.client.host if request.client else "?")
     # a new session (new CSRF token) at login: a token seen before it is worth nothing after
     return admin.save(RedirectResponse(target, status_code=303), admin.new_session("admin"))
