@@ -189,7 +189,7 @@ def approve(app: App, week: str | None, withdraw: bool) -> None:
 
 @click.group("admin")
 def admin_group() -> None:
-    """The admin console's login (see README, Editor's desk)."""
+    """The admin console's login (the manual's page "The editor's desk")."""
 
 
 @admin_group.command("hash-password")
