@@ -106,6 +106,10 @@ def test_the_console_speaks_chinese_when_the_digest_does(browser, console_zh):  
     page.goto(f"{base}/admin/draft?week={WEEK}")
     assert page.locator("h1").inner_text() == f"{WEEK} 草稿"
     assert page.locator("#save-note").inner_text() == "保存编者按"
+    entry = page.locator("section.section").nth(0).locator("li[data-entry]").first
+    entry_id = entry.get_attribute("data-entry")
+    entry.locator("form.exclude button").click()  # what an edit did, in Chinese too
+    assert flash(page, "已排除出本期") == f"{WEEK}：第 {entry_id} 篇已排除出本期"
     for url in console_pages(base)[:5]:
         page.goto(url)
         english = re.findall(r"\b(?:the|and|of|to|is|Send|Save|Search|Add)\b", page_words(page))

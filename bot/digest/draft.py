@@ -42,6 +42,7 @@ from bot.themes import load_themes
 
 MAX_SECTION_NAME = 200
 MAX_SECTION_DESCRIPTION = 500
+WITHDRAWN = "; its approval was withdrawn (approve it again)"  # the end of an edit's message
 
 
 class DraftError(BotError):
@@ -343,7 +344,7 @@ def _withdraw(session: Session, draft: Draft, now: datetime) -> str:
     if not draft.approved:
         return ""
     draft_queries.set_approval(session, draft.week.label, now, None)
-    return "; its approval was withdrawn (approve it again)"
+    return WITHDRAWN
 
 
 def _resolve_section(draft: Draft, text: str, *, present_only: bool = False) -> SectionChoice:
