@@ -289,9 +289,38 @@ def test_an_import_without_a_token_or_a_file_is_refused(console_en):
         empty = client.post("/admin/subscribers/import", data={"csrf": token},
                             files={"file": ("x.csv", b"", "text/csv")}, follow_redirects=True)
         assert "no file, or an empty one" in empty.text
+        too_big = client.post("/admin/subscribers/import", data={"csrf": token},
+                              files={"file": ("x.csv", b"a@example.org\n" * 500_000, "text/csv")})
+        assert too_big.status_code == 413  # 7 MB: over the import's limit
+        anonymous = httpx.post(f"{base}/admin/subscribers/import", files=files, timeout=30)
+        assert anonymous.status_code == 401
     with console_en["factory"]() as session:
         from bot import subscribers
         assert "mallory@example.org" not in {s.email for s in subscribers.iter_subscribers(session)}
+
+
+def test_an_import_larger_than_a_form_is_taken(console_en):
+    """The app refuses bodies over 10 KB; the import path takes a real list."""
+    import httpx
+    from test_admin_security import CSRF
+
+    base = console_en["base"]
+    body = "email,name\n" + "".join(f"reader{n}@example.org,Reader {n}\n" for n in range(3000))
+    assert len(body) > 80_000
+    with httpx.Client(base_url=base, timeout=120) as client:
+        token = CSRF.search(client.get("/admin/login").text)[1]
+        client.post("/admin/login", data={"csrf": token, "password": PASSWORD, "next": "/admin"})
+        token = CSRF.search(client.get("/admin/subscribers").text)[1]
+        done = client.post("/admin/subscribers/import", data={"csrf": token, "confirmed": "yes"},
+                           files={"file": ("list.csv", body.encode(), "text/csv")})
+        assert done.status_code == 200, done.text[:500]
+        assert "3000 lines read: 3000 addresses taken" in done.text
+        subscribe = client.post("/admin/subscribers/add", data={"csrf": token, "email": "x" * 20_000})
+        assert subscribe.status_code == 413  # every other form keeps the 10 KB limit
+    with console_en["factory"]() as session:
+        from bot import subscribers
+        names = {s.email: s.name for s in subscribers.iter_subscribers(session)}
+    assert names["reader2999@example.org"] == "Reader 2999" and len(names) == 3002
 
 
 # --- section descriptions in the console -----------------------------------------------------------
