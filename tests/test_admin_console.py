@@ -56,6 +56,8 @@ def test_every_console_page_fits_the_window(browser, console_en, width):  # noqa
     context = browser.new_context(viewport={"width": width, "height": 900},
                                   is_mobile=width < 600, has_touch=width < 600)
     page = context.new_page()
+    page.goto(f"{base}/admin/login")
+    assert overflow(page) <= 0, f"the login page scrolls sideways at {width} px"
     log_in(page, base)
     page.goto(f"{base}/admin/draft?week={WEEK}")
     editor, previews, main = box(page, ".desk .editor"), box(page, ".desk .previews"), box(page, "#main")
