@@ -105,6 +105,7 @@ def test_the_console_speaks_chinese_when_the_digest_does(browser, console_zh):  
     nav = page.locator("nav").inner_text()
     for word in ("概览", "草稿", "订阅源", "订阅者", "往期周报", "退出登录"):
         assert word in nav, nav
+    assert "每星期一 09:00" in page.locator("main").inner_text()  # the send day in Chinese too
     page.goto(f"{base}/admin/draft?week={WEEK}")
     assert page.locator("h1").inner_text() == f"{WEEK} 草稿"
     assert page.locator("#save-note").inner_text() == "保存编者按"
@@ -124,6 +125,7 @@ def test_the_console_speaks_english_when_the_digest_does(browser, console_en):  
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     log_in_as(page, base)
     assert page.locator("html").get_attribute("lang") == "en"
+    assert "every Monday at 09:00" in page.locator("main").inner_text()
     for url in console_pages(base)[:5]:
         page.goto(url)
         assert not CJK.findall(page_words(page)), f"{url}: Chinese words in the English console"
