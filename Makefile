@@ -1,11 +1,11 @@
 # The two commands the README promises:
 #   make demo   set up from nothing and run the main job on embedded defaults
-#   make test   set up from nothing and run the checks and the tests
+#   make test   set up from nothing and run the checks, build the manual, run the tests
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test lint bench system-deps clean
+.PHONY: setup demo test lint docs bench system-deps clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,11 +35,20 @@ lint: setup
 	$(BIN)/ruff check bot tests bench scripts
 	$(BIN)/mypy bot
 
+# The manual (docs/ and mkdocs.yml) into build/site; --strict: a broken link,
+# a missing anchor or a page left out of the nav fails the build (and CI).
+$(BIN)/.docs-installed: pyproject.toml $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,docs]'
+	touch $@
+
+docs: $(BIN)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # The PostgreSQL tests may be skipped only where system-deps cannot install
 # PostgreSQL (not root, or no apt-get); in CI and as root a missing server fails them.
 DIGESTBOT_REQUIRE_PG ?= $(shell { [ -n "$$CI" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get; }; } >/dev/null 2>&1 && echo 1 || echo 0)
 
-test: setup system-deps lint
+test: setup system-deps lint docs
 	DIGESTBOT_REQUIRE_PG=$(DIGESTBOT_REQUIRE_PG) $(BIN)/python -m pytest
 
 bench: setup

@@ -280,6 +280,8 @@ class Subscriber(Base):
     # the sections this reader chose (issue 36): theme keys of the themes file,
     # sorted and comma-joined (bot.choices); None: every section
     themes: Mapped[str | None] = mapped_column(Text)
+    # what to call them (a CSV import's ``name`` column, the console): optional
+    name: Mapped[str | None] = mapped_column(String(200))
 
 
 class Delivery(Base):
@@ -390,13 +392,18 @@ class DraftEntry(Base):
 
 
 class DraftSection(Base):
-    """A section's name for one week, as the editor renamed it."""
+    """A section's name and description for one week, as the editor set them.
+
+    ``name`` "" leaves the section its own name; ``description`` None leaves it
+    its theme's description (unless renamed: a new name drops the old theme's
+    words), "" shows none."""
 
     __tablename__ = "draft_sections"
 
     week: Mapped[str] = mapped_column(String(10), primary_key=True)
     section: Mapped[str] = mapped_column(String(200), primary_key=True)  # a section key
     name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -362,7 +362,9 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
     subtitle = theme.name_en if native else None
     if theme.renamed:  # the editor's name for this week, in every language
         name, subtitle = theme.name, None
-        description = "" if theme.derived else description
+        description = ""  # the old theme's words would sit under the new name
+    if theme.described:  # the editor's description for this week (kept at a rename, or written)
+        description = theme.description
     choosable = not theme.catch_all and not theme.derived
     return Section(anchor=f"theme-{number}", name=name, subtitle=subtitle,
                    description=description, entries=theme.entries, intro=theme.intro,

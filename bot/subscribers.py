@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from bot.models import Delivery, Digest, Subscriber
@@ -70,11 +70,12 @@ def count_confirmed(session: Session) -> int:
 
 def search_subscribers(session: Session, text: str = "", status: str | None = None,
                        limit: int = 100) -> Sequence[Subscriber]:
-    """Subscribers whose address contains ``text`` (any case), newest first (the admin console)."""
+    """Subscribers whose address or name contains ``text`` (any case), newest first (the admin console)."""
     query = select(Subscriber).order_by(Subscriber.id.desc()).limit(limit)
     if text.strip():
         escaped = text.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        query = query.where(Subscriber.email_key.like(f"%{escaped}%", escape="\\"))
+        query = query.where(or_(Subscriber.email_key.like(f"%{escaped}%", escape="\\"),
+                                func.lower(Subscriber.name).like(f"%{escaped}%", escape="\\")))
     if status:
         query = query.where(Subscriber.status == status)
     return session.scalars(query).all()

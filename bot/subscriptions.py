@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import logging
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -33,7 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from bot import choices, subscribers
 from bot.config import Settings
 from bot.errors import BotError
-from bot.mailer import Sender, envelope_address, sender_domain, simple_message
+from bot.mailer import Sender, SendFailure, envelope_address, sender_domain, simple_message
 from bot.models import Subscriber
 from bot.models import SubscriberState as State
 from bot.templating import language, render_template
@@ -250,15 +251,18 @@ def save_choice(session: Session, claim: UnsubscribeClaim, keys: Iterable[str],
 
 def subscribe(
     factory: sessionmaker[Session], address: str, *, confirmed: bool = False,
-    now: datetime | None = None,
+    now: datetime | None = None, name: str | None = None,
 ) -> Change:
     """``request`` or ``add_confirmed`` in a transaction of its own; two requests
-    for a new address at the same moment end up as one subscriber."""
+    for a new address at the same moment end up as one subscriber. ``name``
+    (the admin's: a CSV import, the console) is stored when given."""
     for attempt in range(2):
         try:
             with factory() as session, session.begin():
                 now = now or datetime.now(UTC)
                 change = (add_confirmed if confirmed else request)(session, address, now)
+                if name:
+                    change.subscriber.name = " ".join(name.split())[:MAX_NAME]
                 session.flush()
                 return change
         except IntegrityError:
@@ -324,9 +328,12 @@ class CsvRow:
     error: str | None = None
     duplicate_of: int | None = None  # the line where this address came first
     themes: str | None = None  # the line's `themes` cell (issue 36), when not blank
+    name: str | None = None  # the header's ``name`` column, if it has one
 
 
 HEADER_NAMES = {"email", "e-mail", "email address", "e-mail address", "mail", "address"}
+NAME_HEADERS = {"name", "full name", "display name"}
+MAX_NAME = 200
 MAX_LINE = 10_000  # characters; no address line is longer, and csv refuses fields over 128 KB
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as an editor numbers lines (not str.splitlines)
 
@@ -343,7 +350,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
     with a BOM, else UTF-8 line by line with Latin-1 where that fails:
     addresses are ASCII). A repeated address comes back with ``duplicate_of``.
     """
-    column = 0
+    column, name_column = 0, None
     themes_column: int | None = None
     seen: dict[str, int] = {}
     first = True
@@ -361,6 +368,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
             header = [i for i, name in enumerate(names) if name in HEADER_NAMES]
             if header:
                 column = header[0]
+                name_column = next((i for i, n in enumerate(names) if n in NAME_HEADERS), None)
                 themes_column = _themes_column(names)
                 continue
         row = _row(number, fields, column)
@@ -373,6 +381,7 @@ def read_csv(data: bytes | str) -> Iterator[CsvRow]:
                 row = CsvRow(number, row.address, duplicate_of=seen[key])
             else:
                 seen[key] = number
+                row = replace(row, name=_name(fields, name_column))
         yield _with_themes(row, fields, themes_column)
 
 
@@ -391,6 +400,13 @@ def _with_themes(row: CsvRow, fields: list[str], column: int | None) -> CsvRow:
         return row
     cell = fields[column].strip()
     return replace(row, themes=cell) if cell else row
+
+
+def _name(fields: list[str], column: int | None) -> str | None:
+    """The name field of a line, as one line of at most MAX_NAME characters; None if empty."""
+    if column is None or column >= len(fields):
+        return None
+    return " ".join(fields[column].split())[:MAX_NAME] or None
 
 
 def _lines(data: bytes | str) -> Iterator[str]:
@@ -447,15 +463,16 @@ def _bare(text: str) -> str:
 
 
 EXPORT_FIELDS = ("email", "status", "created_at", "confirmed_at", "unsubscribed_at",
-                 "bounced_at", "hard_failures")
+                 "bounced_at", "hard_failures", "name")
 
 
 def export_rows(subscribers: Iterable[Subscriber]) -> Iterator[list[str]]:
+    """The CSV export: a header, then one row per subscriber (``import`` reads it back)."""
     yield [*EXPORT_FIELDS, THEMES_HEADER]
     for sub in subscribers:
         yield [sub.email, sub.status, _iso(sub.created_at), _iso(sub.confirmed_at),
                _iso(sub.unsubscribed_at), _iso(sub.bounced_at), str(sub.hard_failures),
-               _themes_cell(sub)]
+               sub.name or "", _themes_cell(sub)]
 
 
 def _themes_cell(sub: Subscriber) -> str:
@@ -465,3 +482,92 @@ def _themes_cell(sub: Subscriber) -> str:
 
 def _iso(moment: datetime | None) -> str:
     return moment.isoformat(timespec="seconds") if moment else ""
+
+
+# --- a CSV import, line by line ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImportLine:
+    """What became of one line: ``verdict`` is added | confirmed | pending |
+    already | kept | repeated | rejected, ``note`` says it in words."""
+
+    line: int
+    address: str | None
+    verdict: str
+    note: str
+
+
+@dataclass
+class ImportReport:
+    """Every line's verdict; the counts add up to the lines read."""
+
+    lines: list[ImportLine] = dataclasses.field(default_factory=list)
+
+    def count(self, *verdicts: str) -> int:
+        return sum(line.verdict in verdicts for line in self.lines)
+
+    @property
+    def imported(self) -> int:
+        """Addresses taken (new, changed or already there): neither repeated nor rejected."""
+        return len(self.lines) - self.count("repeated", "rejected")
+
+
+def import_csv(factory: sessionmaker[Session], data: bytes | str, *, confirmed: bool,
+               send_confirmation: Callable[[Subscriber], None],
+               themes: Callable[[], ThemeSet] | None = None) -> ImportReport:
+    """Add every address of a CSV file (``read_csv``), with its name if the file
+    has a ``name`` column and its theme choice if it has a ``themes`` column
+    (checked against ``themes()``, read when first needed: a line naming an
+    unknown key is rejected and its address not added); without ``confirmed``
+    each new or pending address gets a confirmation mail through
+    ``send_confirmation`` (a failed mail is that line's note; the import goes
+    on). `subscribers import` and the console both call this."""
+    report = ImportReport()
+    for row in read_csv(data):
+        if row.address is None:
+            report.lines.append(ImportLine(row.line, None, "rejected", row.error or "rejected"))
+            continue
+        if row.duplicate_of is not None:
+            report.lines.append(ImportLine(row.line, row.address, "repeated",
+                                           f"a repeat of line {row.duplicate_of}"))
+            continue
+        try:
+            choice = _choice_of(row, themes)
+        except choices.ChoiceError as exc:
+            report.lines.append(ImportLine(row.line, row.address, "rejected", exc.message))
+            continue
+        change = subscribe(factory, row.address, confirmed=confirmed, name=row.name)
+        if choice is not None:
+            with factory.begin() as session:
+                sub = subscribers.subscriber_by_key(session, change.subscriber.email_key)
+                if sub is not None:
+                    choices.set_choice(sub, choice or None)
+        report.lines.append(import_verdict(row.line, change, send_confirmation))
+    return report
+
+
+def _choice_of(row: CsvRow, themes: Callable[[], ThemeSet] | None) -> str | None:
+    """A line's canonical theme choice ("" for every section; None: leave it as it is)."""
+    if row.themes is None:
+        return None
+    if themes is None:
+        raise choices.ChoiceError("this import takes no `themes` column")
+    return choices.check_keys(choices.split_keys(row.themes), themes()) or ""
+
+
+def import_verdict(line: int, change: Change, send: Callable[[Subscriber], None]) -> ImportLine:
+    """What a subscribe did to one address, its confirmation mail sent (or its failure noted)."""
+    sub = change.subscriber
+    if change.confirm_mail:
+        try:
+            send(sub)
+            note = "pending, confirmation mail sent"
+        except SendFailure as exc:
+            note = f"pending, but the confirmation mail failed: {exc}"
+        return ImportLine(line, sub.email, "pending", note)
+    verdict = "added" if change.action == "created" else change.action
+    note = {"created": "added, confirmed", "confirmed": "confirmed",
+            "already": f"already {sub.status}",
+            "kept": f"left {sub.status}: they opted out (remove, then add, to override)",
+            }.get(change.action, sub.status)
+    return ImportLine(line, sub.email, verdict, note)

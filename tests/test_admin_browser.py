@@ -57,13 +57,20 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def console(fresh_db, make_settings, smtp_server, digestbot, tmp_path) -> Iterator[dict[str, Any]]:
+def console(fresh_db, make_settings, smtp_server, digestbot) -> Iterator[dict[str, Any]]:
     """`digestbot web` on a free port, with an admin password, the fixture feed
-    polled, two readers, and mail going to the real SMTP server."""
+    polled, two readers, and mail going to the real SMTP server; in English
+    (the tests below read the console's English words)."""
+    yield start_console(fresh_db, make_settings, smtp_server, digestbot, language="en")
+
+
+def start_console(fresh_db: Any, make_settings: Any, smtp_server: Any, digestbot: Any, *,
+                  language: str, **extra_env: str) -> dict[str, Any]:
+    """What the ``console`` fixture gives, in ``language`` (the process ends with the test)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     values = {"base_url": base, **smtp_server.settings_env()}
-    poll_fixture(make_settings(**values), fresh_db.factory)
+    poll_fixture(make_settings(**values, language=language), fresh_db.factory)
     add_subscribers(fresh_db.factory, ["ada@example.org", "bo@example.org"])
     env = {
         "DIGESTBOT_DATABASE_URL": fresh_db.url,
@@ -75,6 +82,8 @@ def console(fresh_db, make_settings, smtp_server, digestbot, tmp_path) -> Iterat
         "DIGESTBOT_SMTP_SECURITY": "none",
         "DIGESTBOT_ADMIN_PASSWORD_HASH": hash_password(PASSWORD),
         "DIGESTBOT_LOG_LEVEL": "WARNING",
+        "DIGESTBOT_LANGUAGE": language,
+        **extra_env,
     }
     proc = digestbot.start("web", "--port", str(port), env=env)
 
@@ -86,8 +95,9 @@ def console(fresh_db, make_settings, smtp_server, digestbot, tmp_path) -> Iterat
         except httpx.HTTPError:
             return False
 
-    assert wait_until(up, timeout=30), "digestbot web did not start"
-    yield {"base": base, "settings": make_settings(**values), "factory": fresh_db.factory}
+    assert wait_until(up, timeout=120), "digestbot web did not start"
+    return {"base": base, "settings": make_settings(**values, language=language),
+            "factory": fresh_db.factory}
 
 
 def log_in(page: Any, base: str) -> None:

@@ -71,6 +71,7 @@ def serve(fresh_db: FreshDB, make_settings: Callable[..., Settings]) -> Iterator
     def start(**values: Any) -> LiveServer:
         port = free_port()
         values.setdefault("base_url", f"http://127.0.0.1:{port}")
+        values.setdefault("language", "en")  # the console's English words are asserted below
         settings = make_settings(**values)
         server = LiveServer(create_app(settings, fresh_db.factory), port).__enter__()
         servers.append(server)

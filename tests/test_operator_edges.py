@@ -421,7 +421,7 @@ def test_compose_passes_no_unread_setting_and_keeps_mailpit_local():
     resolved = subprocess.run([compose_cli(), "config"], cwd=ROOT, capture_output=True,
                               text=True, timeout=60, check=True).stdout
     assert re.search(r"127\.0\.0\.1:8025:8025|host_ip: 127\.0\.0\.1", service_block(resolved, "mailpit"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")  # the manual's Deploy
     assert "127.0.0.1 only" in readme and "`docker-compose`" in readme
 
 

@@ -134,12 +134,32 @@ def move(app: App, entry: str, section: str, week: str | None) -> None:
 @draft_group.command("rename")
 @click.argument("section")
 @click.argument("name")
+@click.option("--keep-description", is_flag=True,
+              help="Keep the description shown now (a new name drops its theme's description).")
 @week_option()
 @pass_app
 @reports_errors
-def rename(app: App, section: str, name: str, week: str | None) -> None:
-    """Call SECTION NAME in this week's digest ("" gives it back its own name)."""
-    _done(drafts.rename(app.factory, app.settings, section, name, week=week))
+def rename(app: App, section: str, name: str, keep_description: bool, week: str | None) -> None:
+    """Call SECTION NAME in this week's digest ("" gives it back its own name).
+
+    The theme's description goes with the old name unless --keep-description;
+    `draft describe` writes another."""
+    _done(drafts.rename(app.factory, app.settings, section, name, week=week,
+                        keep_description=keep_description))
+
+
+@draft_group.command("describe")
+@click.argument("section")
+@click.argument("text", required=False)
+@click.option("--own", is_flag=True, help="Give SECTION back its theme's own description.")
+@week_option()
+@pass_app
+@reports_errors
+def describe(app: App, section: str, text: str | None, own: bool, week: str | None) -> None:
+    """Write the description shown under SECTION's name this week ("" shows none)."""
+    if own == (text is not None):
+        raise click.UsageError("give either TEXT (\"\" for none) or --own")
+    _done(drafts.describe(app.factory, app.settings, section, None if own else text, week=week))
 
 
 @draft_group.command("intro")
@@ -200,7 +220,7 @@ def approve(app: App, week: str | None, withdraw: bool) -> None:
 
 @click.group("admin")
 def admin_group() -> None:
-    """The admin console's login (see README, Editor's desk)."""
+    """The admin console's login (the manual's page "The editor's desk")."""
 
 
 @admin_group.command("hash-password")

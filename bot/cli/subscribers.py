@@ -29,31 +29,28 @@ class _Adder:
         self._tokens: Any = None
 
     def add(self, address: str) -> str:
+        from bot import subscriptions
+
+        change = subscriptions.subscribe(self.app.factory, address, confirmed=self.confirmed)
+        return self.tally(subscriptions.import_verdict(0, change, self.confirm).note)
+
+    def tally(self, note: str) -> str:
+        key = note.split(",")[0].split(":")[0]
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return note
+
+    def confirm(self, subscriber: Any) -> None:
+        """Send a pending subscriber's confirmation mail (SendFailure if it fails)."""
         from bot import mailer, subscriptions
         from bot.titles import titled
         from bot.tokens import Tokens
 
-        change = subscriptions.subscribe(self.app.factory, address, confirmed=self.confirmed)
-        status = change.subscriber.status
-        if change.confirm_mail:
-            if self._sender is None:
-                self._sender = mailer.make_sender(self.app.settings)
-                self._tokens = Tokens.from_settings(self.app.settings)
-            try:
-                # the mail names the digest: DIGESTBOT_TITLE, else the first feed's title
-                subscriptions.send_confirmation(titled(self.app.settings, self.app.factory),
-                                                self._tokens, self._sender, change.subscriber)
-                note = "pending, confirmation mail sent"
-            except mailer.SendFailure as exc:
-                note = f"pending, but the confirmation mail failed: {exc}"
-        else:
-            note = {"created": "added, confirmed", "confirmed": "confirmed",
-                    "already": f"already {status}",
-                    "kept": f"left {status}: they opted out (remove, then add, to override)",
-                    }.get(change.action, status)
-        key = note.split(",")[0].split(":")[0]
-        self.counts[key] = self.counts.get(key, 0) + 1
-        return note
+        if self._sender is None:
+            self._sender = mailer.make_sender(self.app.settings)
+            self._tokens = Tokens.from_settings(self.app.settings)
+        # the mail names the digest: DIGESTBOT_TITLE, else the first feed's title
+        subscriptions.send_confirmation(titled(self.app.settings, self.app.factory),
+                                        self._tokens, self._sender, subscriber)
 
     def close(self) -> None:
         if self._sender is not None:
@@ -173,35 +170,13 @@ def subscribers_themes(app: App, address: str, keys: tuple[str, ...], everything
     console.print(f"{normal}: " + (f"themes {chosen}" if chosen else "every section"), markup=False)
 
 
-class _ThemesColumn:
-    """The import's `themes` column: each line's keys checked against the themes
-    file (read once, when a line first has any) and set after the address is added."""
+def _themes_of(app: App) -> Any:
+    """The themes file, read when a line of the import first has a `themes` cell."""
+    from functools import cache
 
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self._themes: Any = None
+    from bot.themes import load_themes
 
-    def check(self, cell: str | None) -> str | None:
-        """The line's canonical choice (None: leave it as it is); ChoiceError if bad."""
-        from bot import choices
-        from bot.themes import load_themes
-
-        if cell is None:
-            return None
-        if self._themes is None:
-            self._themes = load_themes(self.app.settings.themes_file)
-        return choices.check_keys(choices.split_keys(cell), self._themes) or ""
-
-    def apply(self, address: str, choice: str | None) -> None:
-        from bot import choices, subscribers
-        from bot.db import transaction
-
-        if choice is None:
-            return
-        with transaction(self.app.factory) as session:
-            sub = subscribers.subscriber_by_key(session, address.lower())
-            if sub is not None:
-                choices.set_choice(sub, choice or None)
+    return cache(lambda: load_themes(app.settings.themes_file))
 
 
 @subscribers_group.command("import")
@@ -211,46 +186,36 @@ class _ThemesColumn:
 @pass_app
 @reports_errors
 def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
-    """Add the addresses in a CSV FILE: its `email` column, else its first column.
+    """Add the addresses in a CSV FILE: its `email` column, else its first column
+    (and a `name` column's names, if it has one).
 
     Every line gets a verdict: added, already there, a repeat of an earlier
     line (one subscriber, one confirmation mail), or rejected with its line
     number and the reason. The summary's counts add up to the lines read.
     A `themes` column (theme keys separated by spaces) sets each reader's
     themes; a blank cell leaves them as they are."""
-    from bot import choices, subscriptions
+    from bot import subscriptions
 
     adder = _Adder(app, confirmed)
-    themes_column = _ThemesColumn(app)
-    rejected = repeated = imported = 0
     try:
-        for row in subscriptions.read_csv(file.read()):
-            if row.address is None:
-                err_console.print(f"line {row.line}: rejected: {printable(row.error)}",
-                                  markup=False, highlight=False)
-                rejected += 1
-                continue
-            if row.duplicate_of is not None:
-                repeated += 1
-                continue
-            try:
-                choice = themes_column.check(row.themes)
-            except choices.ChoiceError as exc:
-                err_console.print(f"line {row.line}: rejected: {printable(exc.message)}",
-                                  markup=False, highlight=False)
-                rejected += 1
-                continue
-            note = adder.add(row.address)
-            themes_column.apply(row.address, choice)
-            imported += 1
-            if "failed" in note or note.startswith("left"):
-                err_console.print(f"line {row.line}: {row.address}: {printable(note)}", markup=False)
+        report = subscriptions.import_csv(app.factory, file.read(), confirmed=confirmed,
+                                          send_confirmation=adder.confirm, themes=_themes_of(app))
     finally:
         adder.close()
+    for line in report.lines:
+        if line.verdict == "rejected":
+            err_console.print(f"line {line.line}: rejected: {printable(line.note)}",
+                              markup=False, highlight=False)
+        elif line.verdict != "repeated":
+            adder.tally(line.note)
+            if "failed" in line.note or line.note.startswith("left"):
+                err_console.print(f"line {line.line}: {line.address}: {printable(line.note)}",
+                                  markup=False)
     done = ", ".join(f"{n} {what}" for what, n in sorted(adder.counts.items()))
-    rows = imported + repeated + rejected
+    rows, imported = len(report.lines), report.imported
     console.print(f"{rows} line(s) read: {imported} address(es)" + (f" ({done})" if done else "")
-                  + f", {repeated} repeated line(s) skipped, {rejected} rejected", markup=False)
+                  + f", {report.count('repeated')} repeated line(s) skipped, "
+                  f"{report.count('rejected')} rejected", markup=False)
     if rows and not imported:
         sys.exit(1)
 
@@ -259,7 +224,7 @@ def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
 @pass_app
 @reports_errors
 def subscribers_export(app: App) -> None:
-    """Write every subscriber as CSV to stdout (email, status, dates, hard_failures)."""
+    """Write every subscriber as CSV to stdout (email, status, dates, hard_failures, name)."""
     import csv
 
     from bot import subscriptions

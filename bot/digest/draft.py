@@ -41,6 +41,8 @@ from bot.errors import BotError
 from bot.themes import load_themes
 
 MAX_SECTION_NAME = 200
+MAX_SECTION_DESCRIPTION = 500
+WITHDRAWN = "; its approval was withdrawn (approve it again)"  # the end of an edit's message
 
 
 class DraftError(BotError):
@@ -218,8 +220,13 @@ def _entry_edit(factory: sessionmaker[Session], settings: Settings, text: str, w
 
 
 def rename(factory: sessionmaker[Session], settings: Settings, section: str, name: str, *,
-           week: str | None = None, now: datetime | None = None) -> str:
-    """Give a section a name for this week ("" gives it back its own)."""
+           week: str | None = None, keep_description: bool = False,
+           now: datetime | None = None) -> str:
+    """Give a section a name for this week ("" gives it back its own).
+
+    A new name drops the theme's description, whose words belong to the old
+    name; ``keep_description`` keeps the description shown now as the
+    section's own for the week (``describe`` changes it later)."""
     now = now or datetime.now(UTC)
     name = clean_line(name)
     if len(name) > MAX_SECTION_NAME:
@@ -228,7 +235,14 @@ def rename(factory: sessionmaker[Session], settings: Settings, section: str, nam
         draft = _editable(session, settings, week_for(session, settings, week, now), now)
         choice = _resolve_section(draft, section, present_only=True)
         draft_queries.set_section_name(session, draft.week.label, choice.key, name or None, now)
-        done = (f"{draft.week.label}: section “{choice.name}” renamed to “{name}”" if name else
+        kept = ""
+        if name and keep_description and choice.key not in draft.edits.descriptions:
+            shown = shown_description(draft, settings, choice.key)
+            if shown:
+                draft_queries.set_section_description(session, draft.week.label, choice.key,
+                                                      shown, now)
+                kept = ", its description kept"
+        done = (f"{draft.week.label}: section “{choice.name}” renamed to “{name}”{kept}" if name else
                 f"{draft.week.label}: section {choice.key} has its own name again")
         return done + _withdraw(session, draft, now)
 
@@ -252,6 +266,40 @@ def set_intro(factory: sessionmaker[Session], settings: Settings, section: str, 
                 else f"{draft.week.label}: section {choice.key} shows no introduction" if not cleaned
                 else f"{draft.week.label}: section {choice.key} introduced as “{cleaned}”")
         return done + _withdraw(session, draft, now)
+
+
+def describe(factory: sessionmaker[Session], settings: Settings, section: str, text: str | None, *,
+             week: str | None = None, now: datetime | None = None) -> str:
+    """Write a section's description for this week: a text, "" for none, or
+    None to give it back its theme's own (none after a rename)."""
+    now = now or datetime.now(UTC)
+    text = None if text is None else clean_line(text)
+    if text is not None and len(text) > MAX_SECTION_DESCRIPTION:
+        raise DraftError(f"a section description has at most {MAX_SECTION_DESCRIPTION} characters",
+                         hint=f"this one has {len(text)}")
+    with transaction(factory) as session:
+        draft = _editable(session, settings, week_for(session, settings, week, now), now)
+        choice = _resolve_section(draft, section, present_only=True)
+        draft_queries.set_section_description(session, draft.week.label, choice.key, text, now)
+        label = draft.week.label
+        done = (f"{label}: section “{choice.name}” described as “{text}”" if text else
+                f"{label}: section “{choice.name}” has no description" if text == "" else
+                f"{label}: section “{choice.name}” is renamed: its theme's description stays off"
+                if choice.key in draft.edits.renames else
+                f"{label}: section “{choice.name}” has its theme's description again")
+        return done + _withdraw(session, draft, now)
+
+
+def shown_description(draft: Draft, settings: Settings, key: str) -> str:
+    """The description the email shows now under the section ``key``, in the digest's language."""
+    from bot import render
+    from bot.templating import language
+
+    for theme, shown in zip(draft.data.themes, render.sections(draft.data, language(settings.language)),
+                            strict=True):
+        if theme.key == key:
+            return shown.description
+    return ""
 
 
 def reorder(factory: sessionmaker[Session], settings: Settings, sections: Sequence[str], *,
@@ -317,7 +365,7 @@ def _withdraw(session: Session, draft: Draft, now: datetime) -> str:
     if not draft.approved:
         return ""
     draft_queries.set_approval(session, draft.week.label, now, None)
-    return "; its approval was withdrawn (approve it again)"
+    return WITHDRAWN
 
 
 def _resolve_section(draft: Draft, text: str, *, present_only: bool = False) -> SectionChoice:

@@ -33,7 +33,8 @@ def week_edits(session: Session, week: str) -> WeekEdits:
         week=week,
         excluded=frozenset(e.entry_id for e in entries if e.excluded),
         moves={e.entry_id: e.section for e in entries if e.section},
-        renames={s.section: s.name for s in sections},
+        renames={s.section: s.name for s in sections if s.name},
+        descriptions={s.section: s.description for s in sections if s.description is not None},
         order=tuple(row.section_order or ()) if row else (),
         note=row.note if row else "",
         approved_at=row.approved_at if row else None,
@@ -64,14 +65,34 @@ def set_entry(session: Session, week: str, entry_id: int, now: datetime, *,
 def set_section_name(session: Session, week: str, section: str, name: str | None,
                      now: datetime) -> None:
     """Rename a section for a week; None or "" gives it back its own name."""
+    row = _section_row(session, week, section, now)
+    row.name, row.updated_at = name or "", now
+    _drop_if_unedited(session, row)
+
+
+def set_section_description(session: Session, week: str, section: str, text: str | None,
+                            now: datetime) -> None:
+    """A section's description for a week: a text, "" for none, None for its theme's own."""
+    row = _section_row(session, week, section, now)
+    row.description, row.updated_at = text, now
+    _drop_if_unedited(session, row)
+
+
+def _section_row(session: Session, week: str, section: str, now: datetime) -> DraftSection:
     row = session.get(DraftSection, (week, section))
-    if not name:
-        if row is not None:
+    if row is None:
+        row = DraftSection(week=week, section=section, name="", description=None, updated_at=now)
+        session.add(row)
+    return row
+
+
+def _drop_if_unedited(session: Session, row: DraftSection) -> None:
+    """A row left with neither a name nor a description goes."""
+    if not row.name and row.description is None:
+        if row in session.new:
+            session.expunge(row)
+        else:
             session.delete(row)
-    elif row is None:
-        session.add(DraftSection(week=week, section=section, name=name, updated_at=now))
-    else:
-        row.name, row.updated_at = name, now
     session.flush()
 
 

@@ -10,7 +10,11 @@ edit stays as it was:
 - a *moved* entry goes to the end of the section its edit names, which is
   made if the grouping did not make it this week (a theme of the themes
   file, the catch-all, or a section named after the week's own terms);
-- a *renamed* section carries its new name in every language;
+- a *renamed* section carries its new name in every language, and drops
+  its theme's description (the old theme's words would sit under a new
+  name) unless the editor kept or wrote one;
+- a *described* section carries the editor's description in every
+  language ("" shows none);
 - sections named in the *order* come first, in that order, then the others
   in the grouping's order (a section new since the edit among them), the
   catch-all last unless the order places it;
@@ -44,6 +48,7 @@ class WeekEdits:
     excluded: frozenset[int] = frozenset()
     moves: Mapping[int, str] = field(default_factory=dict)  # entry id -> section key
     renames: Mapping[str, str] = field(default_factory=dict)  # section key -> name
+    descriptions: Mapping[str, str] = field(default_factory=dict)  # section key -> text ("" none)
     order: tuple[str, ...] = ()  # section keys
     note: str = ""  # Markdown
     approved_at: datetime | None = None
@@ -54,7 +59,8 @@ class WeekEdits:
     @property
     def is_empty(self) -> bool:
         """No edit at all (approval aside): the draft is the grouping as it stands."""
-        return not (self.excluded or self.moves or self.renames or self.order or self.note.strip())
+        return not (self.excluded or self.moves or self.renames or self.descriptions
+                    or self.order or self.note.strip())
 
 
 def apply_edits(data: DigestData, edits: WeekEdits, themes: ThemeSet) -> DigestData:
@@ -84,7 +90,7 @@ def apply_edits(data: DigestData, edits: WeekEdits, themes: ThemeSet) -> DigestD
         sections[target].append(entry)
     grouped = [key for key in views if sections[key]]
     ordered = _order(grouped, edits.order)
-    shown = tuple(_renamed(replace(views[key], entries=tuple(sections[key])), edits.renames)
+    shown = tuple(_named(replace(views[key], entries=tuple(sections[key])), edits)
                   for key in ordered)
     kept = [entry for theme in shown for entry in theme.entries]
     papers = {paper for entry in kept for paper in entry.papers}
@@ -124,8 +130,12 @@ def _order(grouped: Sequence[str], order: Sequence[str]) -> list[str]:
     return named + rest
 
 
-def _renamed(theme: ThemeView, renames: Mapping[str, str]) -> ThemeView:
-    name = renames.get(theme.key)
-    if not name:
-        return theme
-    return replace(theme, name=name, name_en=name, renamed=True)
+def _named(theme: ThemeView, edits: WeekEdits) -> ThemeView:
+    """The section with the editor's name and description for the week, if any."""
+    name = edits.renames.get(theme.key)
+    if name:
+        theme = replace(theme, name=name, name_en=name, renamed=True)
+    description = edits.descriptions.get(theme.key)
+    if description is not None:
+        theme = replace(theme, description=description, described=True)
+    return theme

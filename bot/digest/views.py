@@ -58,6 +58,7 @@ class ThemeView:
     key: str = ""  # see section_key; what the editor's edits refer to
     renamed: bool = False  # the editor named it for this week: ``name`` is used in every language
     intro: str = ""  # one or two sentences on what its entries share (bot.llm; the editor's, if edited)
+    described: bool = False  # the editor wrote ``description`` for this week: used in every language
 
 
 @dataclass(frozen=True)

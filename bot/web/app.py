@@ -75,7 +75,8 @@ def create_app(
         routes=[*public.ROUTES, *archive.ROUTES, *feed.ROUTES, *health.ROUTES, *admin.ROUTES],
         exception_handlers=handlers,
         middleware=[Middleware(SecurityHeaders),  # CSP, frames, referrer: on every answer
-                    Middleware(BodyLimit, too_large=too_large),  # type: ignore[arg-type]
+                    Middleware(BodyLimit, too_large=too_large,  # type: ignore[arg-type]
+                               larger=admin.LARGE_BODIES),
                     *([] if configured.title else [Middleware(FollowFeedTitle, site=site,
                                                               configured=configured)])],
     )

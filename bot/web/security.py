@@ -9,7 +9,7 @@ count in the database: ``bot.web.limits``).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -57,20 +57,23 @@ class BodyLimit:
     """
 
     def __init__(self, app: ASGIApp, too_large: Callable[[Request], Awaitable[Response]],
-                 limit: int = MAX_BODY) -> None:
+                 limit: int = MAX_BODY, larger: Mapping[str, int] | None = None) -> None:
+        """``larger``: paths that take bigger bodies (the console's CSV import), and their limits."""
         self.app, self.too_large, self.limit = app, too_large, limit
+        self.larger = dict(larger or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope.get("path", ""), self.limit)
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
-                    declared = self.limit + 1
-                if declared > self.limit:
+                    declared = limit + 1
+                if declared > limit:
                     response = await self.too_large(Request(scope))
                     await response(scope, receive, send)
                     return
@@ -81,7 +84,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     raise HTTPException(413)
             return message
 

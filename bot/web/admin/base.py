@@ -20,15 +20,16 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from bot.errors import BotError
-from bot.templating import render_template
+from bot.templating import Language, language, render_template
 from bot.web.admin.auth import FRAME_HEADERS, HEADERS, Admin, Handler, Session, admin_of, csrf_ok
 
 MAX_FIELDS = 200  # a draft's order form names every section; nothing needs more
 
 
 def route(path: str, handler: Handler, methods: Sequence[str] = ("GET",), *,
-          login: bool = True, frame: bool = False) -> Route:
-    """A console route at ``/admin`` + ``path``, behind the guard (see the module docstring)."""
+          login: bool = True, frame: bool = False, files: int = 0) -> Route:
+    """A console route at ``/admin`` + ``path``, behind the guard (see the module
+    docstring); a POST may carry up to ``files`` uploaded files (none by default)."""
 
     async def endpoint(request: Request) -> Response:
         admin = admin_of(request)
@@ -46,12 +47,14 @@ def route(path: str, handler: Handler, methods: Sequence[str] = ("GET",), *,
         else:
             session = admin.session(request) or admin.new_session()
         if request.method == "POST":
-            await request.form(max_fields=MAX_FIELDS, max_files=0)
+            await request.form(max_fields=MAX_FIELDS, max_files=files)
             if not await csrf_ok(request, session):
-                return page(request, admin, None, "message.html", status=403, heading="Refused",
-                            lines=["This form is out of date or did not come from this console "
-                                   "(its security token is missing or wrong).",
-                                   "Go back, reload the page and try again."])
+                lang = texts(admin)
+                return page(request, admin, None, "message.html", status=403,
+                            heading=lang.gettext("Refused"),
+                            lines=[lang.gettext("This form is out of date or did not come from this "
+                                                "console (its security token is missing or wrong)."),
+                                   lang.gettext("Go back, reload the page and try again.")])
         response = await handler(request, session)
         response.headers.update(FRAME_HEADERS if frame else HEADERS)
         return response
@@ -87,6 +90,11 @@ def field(form: Any, name: str, limit: int = 300) -> str:
     """A text field of a posted form ('' if absent), at most ``limit`` characters."""
     value = form.get(name)
     return value[:limit] if isinstance(value, str) else ""
+
+
+def texts(admin: Admin) -> Language:
+    """The console's words, in the configured language (DIGESTBOT_LANGUAGE)."""
+    return language(admin.site.settings.language)
 
 
 def when(moment: datetime | None, admin: Admin) -> str:

@@ -5,6 +5,7 @@ then a redirect back to the draft with what happened."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -22,7 +23,7 @@ from bot.mailer import public_links
 from bot.send import send_digest
 from bot.templating import language
 from bot.web.admin.auth import Admin, Session, admin_of
-from bot.web.admin.base import back, field, page, route, when
+from bot.web.admin.base import back, field, page, route, texts, when
 
 
 def _week(admin: Admin, text: str | None) -> str | None:
@@ -81,13 +82,53 @@ def _action(kind: str):  # type: ignore[no-untyped-def]
         form = await request.form()
         week = _week(admin, field(form, "week", 20))
         try:
-            message = await admin.site.db(_apply, admin, kind, week, form)
+            message = _worded(admin, kind, await admin.site.db(_apply, admin, kind, week, form), form)
         except BotError as exc:
-            message = f"Not done: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+            message = texts(admin).gettext("Not done: %(problem)s", problem=exc.message) \
+                + (f" ({exc.hint})" if exc.hint else "")
         suffix = f"?week={week}" if week else ""
         return back(admin, session, f"/draft{suffix}", message)
 
     return handler
+
+
+def _worded(admin: Admin, kind: str, done: str, form: Any) -> str:
+    """What an edit did, in the console's language.
+
+    The library says it in English, with the entry's title and the section's
+    name (the CLI prints it so, and so does the English console); in another
+    language the console words it from the catalogue, from the week, the form
+    and the withdrawn approval."""
+    lang = texts(admin)
+    if lang.code == "en" or kind == "test":
+        return done
+    week = done.split(": ", 1)[0]
+    tail = lang.gettext("; its approval was withdrawn (approve it again)") \
+        if done.endswith(drafts.WITHDRAWN) else ""
+    entry = field(form, "entry", 40).lstrip("#")
+    moved_to = re.search(r"moved to “(.*)”", done.removesuffix(drafts.WITHDRAWN))
+    words = {
+        "exclude": lambda: lang.gettext("%(week)s: entry %(entry)s left out of the digest",
+                                        week=week, entry=entry),
+        "include": lambda: lang.gettext("%(week)s: entry %(entry)s put back into the digest",
+                                        week=week, entry=entry),
+        "move": lambda: lang.gettext("%(week)s: entry %(entry)s moved to “%(section)s”", week=week,
+                                     entry=entry, section=moved_to[1] if moved_to else ""),
+        "rename": lambda: lang.gettext("%(week)s: section renamed to “%(name)s”", week=week,
+                                       name=field(form, "name", 300).strip())
+        if field(form, "name", 300).strip() else
+        lang.gettext("%(week)s: the section has its own name again", week=week),
+        "describe": lambda: lang.gettext("%(week)s: the section's description saved", week=week)
+        if field(form, "description", 2000).strip() else
+        lang.gettext("%(week)s: the section has no description", week=week),
+        "order": lambda: lang.gettext("%(week)s: sections reordered", week=week),
+        "note": lambda: lang.gettext("%(week)s: note saved", week=week)
+        if field(form, "note", MAX_NOTE + 500).strip() else
+        lang.gettext("%(week)s: note removed", week=week),
+        "approve": lambda: lang.gettext("%(week)s: approved", week=week),
+        "withdraw": lambda: lang.gettext("%(week)s: approval withdrawn", week=week),
+    }
+    return words[kind]() + tail
 
 
 def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
@@ -100,7 +141,10 @@ def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
     if kind == "move":
         return drafts.move(factory, settings, entry, section, week=week)
     if kind == "rename":
-        return drafts.rename(factory, settings, section, field(form, "name", 300), week=week)
+        return drafts.rename(factory, settings, section, field(form, "name", 300), week=week,
+                             keep_description=field(form, "keep") == "yes")
+    if kind == "describe":
+        return drafts.describe(factory, settings, section, field(form, "description", 2000), week=week)
     if kind == "intro":  # the section's introduction for the week; empty gives back the model's
         return drafts.set_intro(factory, settings, section, field(form, "intro", 1000).strip() or None, week=week)
     if kind == "order":
@@ -123,7 +167,8 @@ def _apply(admin: Admin, kind: str, week: str | None, form: Any) -> str:
     raise AssertionError(kind)
 
 
-ACTIONS = ("exclude", "include", "move", "rename", "order", "note", "approve", "withdraw", "test", "intro")
+ACTIONS = ("exclude", "include", "move", "rename", "describe", "order", "note", "approve", "withdraw",
+           "test", "intro")
 
 ROUTES = [
     route("/draft", draft_page),

@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from bot.web.admin.auth import LOGIN_MAX_WAIT, Session, TooManyWaiting, admin_of
-from bot.web.admin.base import field, page, route
+from bot.web.admin.base import field, page, route, texts
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,14 @@ async def login(request: Request, session: Session) -> Response:
     except TooManyWaiting:
         log.warning("admin login: too many attempts at once from %s", client)
         response = page(request, admin, session, "login.html", status=429, next=target,
-                        error="Too many login attempts at once. Wait a few seconds and try again.")
+                        error=texts(admin).gettext(
+                            "Too many login attempts at once. Wait a few seconds and try again."))
         response.headers["Retry-After"] = str(math.ceil(LOGIN_MAX_WAIT))
         return response
     if not right:
         log.warning("admin login: wrong password from %s", client)
         return page(request, admin, session, "login.html", status=401, next=target,
-                    error="That password is not right.")
+                    error=texts(admin).gettext("That password is not right."))
     log.info("admin login from %s", client)
     # a new session (new CSRF token) at login: a token seen before it is worth nothing after
     return admin.save(RedirectResponse(target, status_code=303), admin.new_session("admin"))

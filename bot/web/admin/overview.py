@@ -15,7 +15,7 @@ from bot.digest import queries as digest_queries
 from bot.mailer import public_links
 from bot.send import ledger
 from bot.web.admin.auth import Admin, Session, admin_of
-from bot.web.admin.base import page, route, when
+from bot.web.admin.base import page, route, texts, when
 
 WEEK = re.compile(r"^\d{4}-W\d{2}$")
 COUNTED = ("sent", "failed", "skipped", "bounced", "pending")
@@ -42,10 +42,24 @@ def _dashboard(admin: Admin) -> dict[str, Any]:
     return {"report": report, "digests": _digests(admin, 5)}
 
 
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def day_name(day: str, admin: Admin) -> str:
+    """``mon`` as the console's language names it (Monday, 星期一)."""
+    from babel.dates import get_day_names
+
+    index = DAYS.index(day) if day in DAYS else None
+    if index is None:
+        return day
+    return str(get_day_names("wide", locale=texts(admin).locale)[index])
+
+
 async def dashboard(request: Request, session: Session) -> Response:
     admin = admin_of(request)
     data = await admin.site.db(_dashboard, admin)
     return page(request, admin, session, "dashboard.html", **data,
+                send_day=day_name(data["report"]["schedule"]["send_day"], admin),
                 short=lambda iso: when(_parse(iso), admin))
 
 

@@ -1,5 +1,6 @@
-"""Subscribers: search by address, one subscriber's state and history, add,
-unsubscribe, and the CSV export (the same columns as `subscribers export`)."""
+"""Subscribers: search by address or name, one subscriber's state and history,
+add, unsubscribe, the CSV import (``subscriptions.import_csv``, as
+`subscribers import`) and the CSV export (the columns of `subscribers export`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,9 +20,10 @@ from bot.db import transaction
 from bot.errors import BotError
 from bot.models import SUBSCRIBER_STATES, Subscriber, SubscriberState
 from bot.web.admin.auth import Admin, Session, admin_of
-from bot.web.admin.base import back, field, page, route, when
+from bot.web.admin.base import back, field, page, route, texts, when
 
 SHOWN = 200  # rows on one page of search results
+MAX_UPLOAD = 5_000_000  # bytes of one CSV import: some 100,000 addresses
 
 
 def _search(admin: Admin, text: str, state: str | None) -> dict[str, Any]:
@@ -34,7 +37,7 @@ def _search(admin: Admin, text: str, state: str | None) -> dict[str, Any]:
 
 
 def _row(sub: Subscriber, admin: Admin) -> dict[str, Any]:
-    return {"id": sub.id, "email": sub.email, "status": sub.status,
+    return {"id": sub.id, "email": sub.email, "name": sub.name or "", "status": sub.status,
             "created": when(sub.created_at, admin), "confirmed": when(sub.confirmed_at, admin)}
 
 
@@ -54,9 +57,13 @@ def _history(admin: Admin, sub_id: int) -> dict[str, Any] | None:
         sub = session.get(Subscriber, sub_id)
         if sub is None:
             return None
-        events = [(sub.created_at, "subscribed" if sub.confirmed_at else "asked to subscribe")]
-        for moment, what in ((sub.confirmed_at, "confirmed"), (sub.unsubscribed_at, "unsubscribed"),
-                             (sub.bounced_at, "bounced"), (sub.complained_at, "complained")):
+        lang = texts(admin)
+        events = [(sub.created_at, lang.gettext("subscribed") if sub.confirmed_at
+                   else lang.gettext("asked to subscribe"))]
+        for moment, what in ((sub.confirmed_at, lang.gettext("confirmed")),
+                             (sub.unsubscribed_at, lang.gettext("unsubscribed")),
+                             (sub.bounced_at, lang.gettext("bounced")),
+                             (sub.complained_at, lang.gettext("complained"))):
             if moment is not None:
                 events.append((moment, what))
         deliveries = [{"week": week, "status": d.status, "attempts": d.attempts,
@@ -81,16 +88,21 @@ async def add(request: Request, session: Session) -> Response:
     admin = admin_of(request)
     form = await request.form()
     confirmed = field(form, "confirmed") == "yes"
+    lang = texts(admin)
     try:
         address = subscriptions.normalize_address(field(form, "email", 320))
         change = await admin.site.db(partial(subscriptions.subscribe, admin.site.factory, address,
-                                             confirmed=confirmed))
+                                             confirmed=confirmed, name=field(form, "name", 200) or None))
     except BotError as exc:
-        return back(admin, session, "/subscribers", f"Not added: {exc.message}")
-    message = {"created": f"{address} added" + ("" if confirmed else ": a confirmation mail goes out"),
-               "confirmed": f"{address} confirmed", "pending": f"{address} asked again to confirm",
-               "already": f"{address} is subscribed already",
-               "kept": f"{address} unsubscribed or bounced before: left as it is"}[change.action]
+        return back(admin, session, "/subscribers", lang.gettext("Not added: %(problem)s",
+                                                                 problem=exc.message))
+    message = {"created": lang.gettext("%(address)s added", address=address) if confirmed else
+               lang.gettext("%(address)s added: a confirmation mail goes out", address=address),
+               "confirmed": lang.gettext("%(address)s confirmed", address=address),
+               "pending": lang.gettext("%(address)s asked again to confirm", address=address),
+               "already": lang.gettext("%(address)s is subscribed already", address=address),
+               "kept": lang.gettext("%(address)s unsubscribed or bounced before: left as it is",
+                                    address=address)}[change.action]
     if change.confirm_mail:
         await admin.site.db(admin.site.send_confirmation, change.subscriber)
     return back(admin, session, "/subscribers?q=" + address, message)
@@ -101,10 +113,11 @@ def _unsubscribe(admin: Admin, sub_id: int) -> str:
         sub = db.get(Subscriber, sub_id)
         if sub is None:
             raise HTTPException(404)
+        lang = texts(admin)
         if sub.status == SubscriberState.UNSUBSCRIBED:
-            return f"{sub.email} was unsubscribed already"
+            return lang.gettext("%(address)s was unsubscribed already", address=sub.email)
         subscriptions.set_state(sub, SubscriberState.UNSUBSCRIBED.value, datetime.now(UTC), "admin")
-        return f"{sub.email} unsubscribed"
+        return lang.gettext("%(address)s unsubscribed", address=sub.email)
 
 
 async def unsubscribe(request: Request, session: Session) -> Response:
@@ -129,10 +142,41 @@ async def export(request: Request, session: Session) -> Response:
                     headers={"Content-Disposition": 'attachment; filename="subscribers.csv"'})
 
 
+async def import_file(request: Request, session: Session) -> Response:
+    """A CSV file of addresses (and names): every line's verdict, on a page of its own."""
+    admin = admin_of(request)
+    lang = texts(admin)
+    form = await request.form()
+    upload = form.get("file")
+    data = await upload.read(MAX_UPLOAD + 1) if isinstance(upload, UploadFile) else b""
+    if not data.strip() or len(data) > MAX_UPLOAD:
+        problem = (lang.gettext("the file is larger than %(num)s MB", num=MAX_UPLOAD // 1_000_000)
+                   if data.strip() else lang.gettext("no file, or an empty one"))
+        return back(admin, session, "/subscribers", lang.gettext("Not done: %(problem)s", problem=problem))
+    confirmed = field(form, "confirmed") == "yes"
+    report = await admin.site.db(_import, admin, data, confirmed)
+    return page(request, admin, session, "imported.html", report=report, confirmed=confirmed,
+                filename=getattr(upload, "filename", "") or "")
+
+
+def _import(admin: Admin, data: bytes, confirmed: bool) -> subscriptions.ImportReport:
+    """The import, its confirmation mails over one connection (a failed one is its line's note)."""
+    site = admin.site
+    sender = site.make_sender()
+    try:
+        return subscriptions.import_csv(
+            site.factory, data, confirmed=confirmed,
+            send_confirmation=lambda sub: subscriptions.send_confirmation(site.settings, site.tokens,
+                                                                          sender, sub))
+    finally:
+        sender.close()
+
+
 ROUTES = [
     route("/subscribers", listing),
     route("/subscribers.csv", export),
     route("/subscribers/add", add, ["POST"]),
+    route("/subscribers/import", import_file, ["POST"], files=1),
     route("/subscribers/{id:int}", detail),
     route("/subscribers/{id:int}/unsubscribe", unsubscribe, ["POST"]),
 ]
