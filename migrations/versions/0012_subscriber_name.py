@@ -7,7 +7,7 @@
   description, so ``name`` "" means "not renamed".
 
 Revision ID: o1_subscriber_name
-Revises: 0009
+Revises: l1_llm_readings
 """
 from collections.abc import Sequence
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = 'o1_subscriber_name'
-down_revision: str | None = '0009'
+down_revision: str | None = 'l1_llm_readings'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
