@@ -277,10 +277,9 @@ def test_a_csv_import_with_names_in_the_console(browser, console_en, tmp_path, s
     page.click("form.add button")
     flash(page, "fay@example.org added")
     body = httpx_export(page, base)
-    assert "carla@example.org,confirmed," in body and body.splitlines()[0].endswith(",name")
-    assert any(line.startswith("carla@example.org,") and line.endswith(",Carla Díaz")
-               for line in body.splitlines())
-    assert any(line.startswith("fay@example.org,") and line.endswith(",Fay") for line in body.splitlines())
+    assert "carla@example.org,confirmed," in body and "name" in body.splitlines()[0].split(",")
+    assert any(line.startswith("carla@example.org,") and ",Carla Díaz," in line for line in body.splitlines())
+    assert any(line.startswith("fay@example.org,") and ",Fay," in line for line in body.splitlines())
     page.close()
 
 

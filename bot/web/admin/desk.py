@@ -127,6 +127,9 @@ def _worded(admin: Admin, kind: str, done: str, form: Any) -> str:
         lang.gettext("%(week)s: note removed", week=week),
         "approve": lambda: lang.gettext("%(week)s: approved", week=week),
         "withdraw": lambda: lang.gettext("%(week)s: approval withdrawn", week=week),
+        "intro": lambda: lang.gettext("%(week)s: the section's introduction saved", week=week)
+        if field(form, "intro", 1000).strip() else
+        lang.gettext("%(week)s: the section has its generated introduction again", week=week),
     }
     return words[kind]() + tail
 
