@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import ConfigError
+from bot.files import CONFIG_CAP, read_regular_file
 from bot.templating import default_title, languages
 
 ENV_PREFIX = "DIGESTBOT_"
@@ -206,19 +207,15 @@ def warn_unknown_names(environ: Mapping[str, str], fields: Mapping[str, Any]) ->
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    hint = "check that --config or DIGESTBOT_CONFIG names your settings file"
+    raw = read_regular_file(path, cap=CONFIG_CAP, what="config file", hint=hint, error=ConfigError)
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not a text file (TOML must be UTF-8)",
-                          hint="check that --config or DIGESTBOT_CONFIG names your settings file") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}",
-                          hint="check that --config or DIGESTBOT_CONFIG names a readable file") from None
+                          hint=hint) from None
     # allow both a flat file and one with a [digestbot] table
     section = data.get("digestbot", data)
     if not isinstance(section, dict):
