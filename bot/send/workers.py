@@ -88,7 +88,7 @@ def deliver_parallel(
     """Run ``connections`` send loops until the digest's rows are done (or
     ``stop``), and return their combined report."""
     stop = stop or threading.Event()
-    halt = threading.Event()  # the loops stop at this: a stop request, or another loop's failure
+    halt = _Halt(stop)  # the loops stop at this: a stop request, or another loop's failure
     pacer = Pacer(rate)
     shared = _SharedProgress(total, progress)
     results: dict[int, DeliveryReport] = {}
@@ -138,6 +138,20 @@ def deliver_parallel(
     report.complete = any(part.complete for part in results.values())
     report.interrupted = halt.is_set() and not report.complete
     return report
+
+
+class _Halt(threading.Event):
+    """Set by a loop that failed, or (seen at once) by the caller's stop
+    request; setting it leaves the caller's event alone: a failed send is no
+    reason for the service around it to stop. Waiters on it are woken by
+    ``_on_stop_request`` within LOOK_EVERY of a stop request."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self._request = stop
+
+    def is_set(self) -> bool:
+        return super().is_set() or self._request.is_set()
 
 
 def _on_stop_request(stop: threading.Event, halt: threading.Event, finished: threading.Event,
