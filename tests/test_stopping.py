@@ -98,6 +98,26 @@ def test_until_stopped_does_not_wait_for_a_step_that_blocks():
         release.set()
 
 
+# --- polling ----------------------------------------------------------------------
+
+@pytest.mark.timeout(300)
+def test_sigterm_while_a_feed_server_stalls(tmp_path, fresh_db, feed_server, digestbot):
+    url = feed_server.serve("/slow.xml", FEED_FIXTURE.read_bytes(), delay=STALL)
+    proc = start(digestbot, run_env(tmp_path, fresh_db.url, feed_urls=url, http_timeout=str(int(STALL * 2))))
+    try:
+        assert wait_until(lambda: any(path == "/slow.xml" for path, _ in feed_server.requests)
+                          or proc.poll() is not None, timeout=120), "the feed was never requested"
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        sigterm_and_wait(proc, "while a feed server stalls")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with fresh_db.factory() as session:  # an abandoned fetch is no failure of the feed
+        feed = feed_queries.feed_by_url(session, url)
+        assert feed is None or not feed.consecutive_failures
+    assert entry_count(fresh_db) == 0
+
+
 # --- embedding --------------------------------------------------------------------
 
 @needs_encoder
