@@ -346,8 +346,10 @@ def bounds_markdown() -> str:
 
 
 def _number(value: float) -> str:
-    """1000000 as 1,000,000; 0.01 as 0.01."""
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+    """65535 as 65535, 1000000000 as 1,000,000,000, 0.01 as 0.01."""
+    if not float(value).is_integer():
+        return f"{value:g}"
+    return f"{int(value):,}" if abs(value) >= 1_000_000 else str(int(value))
 
 
 def _check_ranges(s: Settings, bad: Any) -> None:
