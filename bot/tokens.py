@@ -45,6 +45,7 @@ from itsdangerous.timed import TimestampSigner
 
 from bot.config import Settings
 from bot.errors import BotError, ConfigError
+from bot.files import KEY_CAP, read_regular_text
 
 log = logging.getLogger(__name__)
 
@@ -217,14 +218,13 @@ def load_secret_key(settings: Settings) -> str:
     return _persisted_secret(settings.var_dir / SECRET_FILE)
 
 
+def _read_secret(path: Path) -> str:
+    return read_regular_text(path, cap=KEY_CAP, what="the secret key file", error=ConfigError,
+                             hint="set DIGESTBOT_SECRET_KEY instead").strip()
+
+
 def _persisted_secret(path: Path) -> str:
-    try:
-        existing = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        existing = ""
-    except OSError as exc:
-        raise ConfigError(f"cannot read the secret key file {path}: {exc}",
-                          hint="set DIGESTBOT_SECRET_KEY instead") from None
+    existing = _read_secret(path) if os.path.lexists(path) else ""
     if existing:
         return existing
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +239,7 @@ def _persisted_secret(path: Path) -> str:
         try:
             os.link(tmp, path)  # atomic, and fails if another process got there first
         except FileExistsError:
-            return path.read_text(encoding="ascii").strip()
+            return _read_secret(path)
     finally:
         tmp.unlink(missing_ok=True)
     log.warning("DIGESTBOT_SECRET_KEY is not set: generated a secret key and saved it to %s "

@@ -52,7 +52,7 @@ def test_comma_separated_feed_urls():
         ({"DIGESTBOT_FEED_URLS": "ftp://x.org/f"}, "DIGESTBOT_FEED_URLS: 'ftp://x.org/f'"),
         ({"DIGESTBOT_SEND_DAY": "someday"}, "DIGESTBOT_SEND_DAY"),
         ({"DIGESTBOT_LANGUAGE": "fr"}, "DIGESTBOT_LANGUAGE"),
-        ({"DIGESTBOT_POLL_INTERVAL": "0"}, "DIGESTBOT_POLL_INTERVAL: must be greater than 0"),
+        ({"DIGESTBOT_POLL_INTERVAL": "0"}, "DIGESTBOT_POLL_INTERVAL: must be from 1 to 10080, got 0"),
         ({"DIGESTBOT_SMTP_SECURITY": "tls"}, "DIGESTBOT_SMTP_SECURITY"),
     ],
 )

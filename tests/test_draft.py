@@ -336,7 +336,7 @@ def test_cli_errors_are_messages_with_hints(env, fresh_db, polled):
     out = CliRunner().invoke(cli, ["draft", "rename", "nope", "x", "--week", WEEK], env=env)
     assert out.exit_code == 1 and "has no section 'nope'" in out.output
     out = CliRunner().invoke(cli, ["draft", "note", "--file", "/nonexistent/note.md"], env=env)
-    assert out.exit_code == 1 and "cannot read the note" in out.output
+    assert out.exit_code == 1 and "the note /nonexistent/note.md does not exist" in out.output
     out = CliRunner().invoke(cli, ["draft", "show", "--week", "2026-W99"], env=env)
     assert out.exit_code == 1 and "has no ISO week 99" in out.output
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import email
 from collections.abc import Callable
 from email import policy
@@ -85,7 +86,9 @@ def test_each_recipient_gets_its_own_link(settings: Settings) -> None:
 
 
 def test_header_injection_through_subject_and_body(make_settings: Callable[..., Settings]) -> None:
-    settings = make_settings(from_addr="Digest\r\nBcc: evil@example.net <digest@example.org>")
+    # refused at start (tests/test_settings_bounds.py); the mailer holds on its own too
+    settings = dataclasses.replace(make_settings(),
+                                   from_addr="Digest\r\nBcc: evil@example.net <digest@example.org>")
     subject = "Week 40\r\nBcc: evil@example.net\nX-Injected: yes"
     body = "title\r\nBcc: evil@example.net\r\n\r\nbody"
     data = DigestMessage(settings, subject, body, body).render(

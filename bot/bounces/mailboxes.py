@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from bot.errors import BotError
+from bot.files import MAIL_CAP, read_regular_file
 
 TIMEOUT = 30.0
 DONE_KEYWORD = "$DigestbotProcessed"
@@ -282,8 +283,8 @@ class MaildirMailbox:
                  for name in sorted(os.listdir(self.root / sub)) if not name.startswith(".")]
         for path in paths:
             try:
-                raw = path.read_bytes()
-            except FileNotFoundError:  # moved meanwhile by a mail client
+                raw = read_regular_file(path, cap=MAIL_CAP, what="mail")
+            except BotError:  # moved meanwhile by a mail client; not a mail file: left as it is
                 continue
             yield MailItem(path, _head(raw), _const(raw))
 

@@ -160,5 +160,7 @@ def send_command(app: App, week: str | None, dry_run: bool, to: str | None, rese
     shared = bool(report.held_elsewhere) and not report.errors and not stop.is_set()
     if report.outcome == "incomplete" and not shared:
         sys.exit(130 if stop.is_set() else 1)
+    if report.outcome == "stopped":  # before anything was frozen or sent
+        sys.exit(130)
     if report.outcome == "awaiting-approval":
         sys.exit(1)

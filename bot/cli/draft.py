@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import sys
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from bot.cli.app import App, LazyModule, console, err_console, pass_app, reports_errors
 from bot.errors import BotError
+from bot.files import NOTE_CAP, read_regular_text, stdin_bytes
 from bot.times import local_iso
 
 if TYPE_CHECKING:
@@ -195,11 +195,8 @@ def order(app: App, sections: tuple[str, ...], week: str | None) -> None:
 @reports_errors
 def note(app: App, path: str, week: str | None) -> None:
     """Write the editor's note shown above the table of contents (Markdown)."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BotError(f"cannot read the note from {path}: {exc}",
-                       hint="give a UTF-8 text file, or - for standard input") from None
+    text = read_regular_text(path, cap=NOTE_CAP, what="the note", stdin=stdin_bytes(),
+                             hint="give a UTF-8 text file, or - for standard input")
     _done(drafts.set_note(app.factory, app.settings, text, week=week))
 
 

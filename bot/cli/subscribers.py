@@ -10,6 +10,7 @@ import click
 from bot import subscribers
 from bot.cli.app import App, console, err_console, pass_app, reports_errors
 from bot.cli.output import chosen_format, emit_rows, format_option, note
+from bot.files import CSV_CAP, read_regular_file, stdin_bytes
 from bot.models import SUBSCRIBER_STATES
 from bot.terminal import markup, printable
 
@@ -180,14 +181,14 @@ def _themes_of(app: App) -> Any:
 
 
 @subscribers_group.command("import")
-@click.argument("file", type=click.File("rb"))
+@click.argument("file", metavar="FILE")
 @click.option("--confirmed", is_flag=True,
               help="Add as confirmed, no confirmation mails (you vouch for their consent).")
 @pass_app
 @reports_errors
-def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
-    """Add the addresses in a CSV FILE: its `email` column, else its first column
-    (and a `name` column's names, if it has one).
+def subscribers_import(app: App, file: str, confirmed: bool) -> None:
+    """Add the addresses in a CSV FILE (- reads standard input): its `email`
+    column, else its first column (and a `name` column's names, if it has one).
 
     Every line gets a verdict: added, already there, a repeat of an earlier
     line (one subscriber, one confirmation mail), or rejected with its line
@@ -196,9 +197,11 @@ def subscribers_import(app: App, file: Any, confirmed: bool) -> None:
     themes; a blank cell leaves them as they are."""
     from bot import subscriptions
 
+    data = read_regular_file(file, cap=CSV_CAP, what="the subscriber CSV", stdin=stdin_bytes(),
+                             hint="give a CSV file of addresses (one a line), or - for standard input")
     adder = _Adder(app, confirmed)
     try:
-        report = subscriptions.import_csv(app.factory, file.read(), confirmed=confirmed,
+        report = subscriptions.import_csv(app.factory, data, confirmed=confirmed,
                                           send_confirmation=adder.confirm, themes=_themes_of(app))
     finally:
         adder.close()

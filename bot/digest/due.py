@@ -49,11 +49,13 @@ class WeeklySend:
 
 def last_send_time(settings: Settings, now: datetime | None = None) -> datetime:
     """The latest scheduled send time at or before ``now``."""
-    now = (now or datetime.now(UTC)).astimezone(settings.tz)
+    # compared in UTC: two times of one zone compare by wall clock, blind to a repeated hour
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     trigger = send_trigger(settings)
     fire = trigger.get_next_fire_time(None, now - timedelta(days=8))
-    assert fire is not None and fire <= now  # a weekly cron fires within any 8 days
-    while (following := trigger.get_next_fire_time(fire, fire + timedelta(seconds=1))) and following <= now:
+    assert fire is not None and fire.astimezone(UTC) <= now  # a weekly trigger fires within any 8 days
+    while ((following := trigger.get_next_fire_time(fire, fire.astimezone(UTC) + timedelta(seconds=1)))
+           and following.astimezone(UTC) <= now):
         fire = following
     return fire
 
@@ -69,7 +71,7 @@ def weekly_send(session: Session, settings: Settings, now: datetime | None = Non
         state = digest.status
     elif latest is None and not settings.send_empty:
         state = NOTHING  # no entries before that send: it had nothing to send
-    elif now - fire <= timedelta(hours=settings.send_grace_hours):
+    elif now.astimezone(UTC) - fire.astimezone(UTC) <= timedelta(hours=settings.send_grace_hours):
         state = DUE
     else:
         state = MISSED

@@ -21,6 +21,7 @@ import defusedxml.ElementTree as SafeET  # noqa: N812
 from defusedxml import DefusedXmlException
 
 from bot.errors import BotError
+from bot.files import read_regular_file
 from bot.ingest.urls import is_local
 
 MAX_OPML_BYTES = 5_000_000  # a list of some ten thousand feeds
@@ -42,16 +43,8 @@ class OpmlFeed:
 
 def read_opml_file(path: str | Path) -> list[OpmlFeed]:
     """The feeds listed in an OPML file, checked for size before it is read."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_OPML_BYTES:
-            raise OpmlError(f"{path}: {size:,} bytes is too large for a list of feeds "
-                            f"(at most {MAX_OPML_BYTES:,})", hint=OPML_HINT)
-        data = path.read_bytes()
-    except OSError as exc:
-        raise OpmlError(f"{path}: cannot read the file: {exc.strerror}",
-                        hint="check the path") from None
+    data = read_regular_file(path, cap=MAX_OPML_BYTES, what="the OPML file", hint=OPML_HINT,
+                             error=OpmlError)
     return read_opml(data, str(path))
 
 

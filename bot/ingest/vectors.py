@@ -6,8 +6,9 @@ The grouping's learned model mixes a sentence model with its word model
 entry is read once here and its vector and latent terms stored.
 Batches are committed as they are done: a crash or a stop loses at most one
 batch, and the next poll picks up the entries still without a vector (newest
-first). Entries are never at risk: a vector is an extra, and an entry without
-one is grouped by its words alone.
+first). A stop does not wait for the batch in hand (``bot.stopping``).
+Entries are never at risk: a vector is an extra, and an entry without one is
+grouped by its words alone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Literal
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,6 +27,7 @@ from bot import embedding
 from bot.config import Settings
 from bot.db import transaction
 from bot.ingest import queries
+from bot.stopping import Stopped, until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +76,10 @@ def embed_new_entries(
         batch = todo[start:start + embedding.BATCH]
         texts = [embedding.passage_text(title, summary) for _, title, summary in batch]
         try:
-            vectors = embedding.encode(texts)
-            latents = embedding.encode_latent(texts)
+            # one encoder call runs for seconds: a stop does not wait for it (the batch is dropped)
+            vectors, latents = until_stopped(partial(_encode, texts), stop, name="embed-entries")
+        except Stopped:
+            break
         except Exception as exc:  # the encoder is a C library: say what failed, keep what was read
             log.exception("embedding entries for the themes failed")
             return EmbedResult("error", done, len(todo) - done, f"{type(exc).__name__}: {exc}")
@@ -87,3 +92,7 @@ def embed_new_entries(
         if on_progress:
             on_progress(done, len(todo))
     return EmbedResult("done", done, len(todo) - done)
+
+
+def _encode(texts: list[str]) -> tuple[list[embedding.Vector], list[embedding.Latent]]:
+    return embedding.encode(texts), embedding.encode_latent(texts)

@@ -28,6 +28,7 @@ from dkim.dnsplug import get_txt
 
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.files import KEY_CAP, read_regular_file
 from bot.mailer.message import sender_domain
 
 # What the signature covers (the list). Headers a message lacks are
@@ -64,12 +65,9 @@ class DkimSigner:
 
     @classmethod
     def from_file(cls, path: str | Path, selector: str, domain: str) -> DkimSigner:
-        try:
-            pem = Path(path).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"DIGESTBOT_DKIM_KEY_FILE: cannot read {path}: {exc.strerror}",
-                              hint="make a key with `digestbot dkim keygen`, or unset the "
-                                   "setting to send unsigned mail") from None
+        pem = read_regular_file(path, cap=KEY_CAP, what="DIGESTBOT_DKIM_KEY_FILE:", error=ConfigError,
+                                hint="make a key with `digestbot dkim keygen`, or unset the "
+                                     "setting to send unsigned mail")
         return cls(pem, selector, domain)
 
     def sign(self, message: bytes) -> bytes:

@@ -227,6 +227,16 @@ class SmtpSender:
         conn, self._conn = self._conn, None
         _quietly_close(conn)
 
+    def abort(self) -> None:
+        """Cut the connection now, from any thread: a transaction waiting on a
+        stalled server fails at once with a lost connection (a stop does not
+        wait out DIGESTBOT_SMTP_TIMEOUT). A server takes a message only at the
+        final "." and its 250: one cut before that has delivered nothing."""
+        sock = getattr(self._conn, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is None:

@@ -38,8 +38,10 @@ How a send survives being interrupted (Ctrl-C, kill -9, power loss)
    deduplicate by Message-ID show it once, and the outbox (files named by
    Message-ID) holds one file either way. A 'pending' row with a Message-ID
    was claimed but not sent: it goes out once, with that Message-ID.
-5. In the CLI, Ctrl-C and SIGTERM only set a stop flag: the message in flight
-   finishes and is recorded, so a graceful stop never leaves a row 'sending'.
+5. Ctrl-C and SIGTERM (CLI and service) only set a stop flag: the message in
+   flight finishes and is recorded, so a graceful stop never leaves a row
+   'sending'. A message still in flight a moment later (a stalled server) has
+   its connection cut and its row put back to 'pending' (``bot.send.workers``).
 
 The one window that remains runs from the end of the message data (the
 final "." of DATA) to our commit of 'sent' after the server's 250: the
@@ -412,6 +414,9 @@ def _send_one(
         # recorded only on a row the step claimed
         if ledger.settle()[0] != "claimed":
             return None
+        if stop.is_set() and isinstance(failure, TemporaryFailure) and failure.connection:
+            # the connection was cut to stop (``bot.send.workers``): the row goes back to pending
+            return Outcome(row, "pending", f"stopped: {failure}", retries=attempt)
         if isinstance(failure, PermanentFailure):
             log.warning("delivery to %s failed for good: %s", row.email, failure)
             return Outcome(row, "failed", str(failure), retries=attempt, hard=True)

@@ -12,7 +12,8 @@ from bot.digest.week import Week
 @dataclass(frozen=True)
 class SendReport:
     """What ``send_digest`` did. ``outcome`` is one of: sent (all delivered),
-    incomplete (stopped early, rows still pending), already-sent, empty,
+    incomplete (stopped early, rows still pending), stopped (before the digest
+    was frozen: nothing sent, the week still owed), already-sent, empty,
     awaiting-approval (DIGESTBOT_REQUIRE_APPROVAL, the week not approved), dry-run, test."""
 
     week: str
@@ -40,6 +41,8 @@ class SendReport:
         if self.outcome == "awaiting-approval":
             return (f"{self.week} is not approved yet, so nothing was sent (DIGESTBOT_REQUIRE_APPROVAL): "
                     f"approve it with `digestbot draft approve --week {self.week}` or in /admin")
+        if self.outcome == "stopped":
+            return f"{self.week}: stopped before its digest was frozen; nothing was sent"
         if self.outcome == "dry-run":
             return (f"dry run: would send {self.week} ({self.subject!r}) to "
                     f"{self.recipients} recipient(s) via {self.transport}; nothing was sent")

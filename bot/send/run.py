@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -15,6 +16,7 @@ from bot.config import Settings
 from bot.db import transaction
 from bot.digest import draft
 from bot.digest import queries as digest_queries
+from bot.digest.week import Week
 from bot.errors import DeliveryError, ThemesError
 from bot.send import ledger, variants
 from bot.send.compose import DigestComposer
@@ -22,6 +24,7 @@ from bot.send.loop import DeliveryReport, RetryPolicy
 from bot.send.report import SendReport, Target
 from bot.send.testcopy import send_test_copy
 from bot.send.workers import Worker, deliver_parallel
+from bot.stopping import Stopped, until_stopped
 from bot.themes import load_themes
 from bot.titles import titled
 from bot.tokens import Tokens
@@ -52,7 +55,9 @@ def send_digest(
     - ``to`` sends one test message ("[TEST] " subject) to that address; it is
       not recorded in the ledger and does not freeze the digest.
     - ``dry_run`` sends nothing and reports what would happen.
-    - ``stop`` (a threading.Event) ends the run after the message in flight;
+    - ``stop`` (a threading.Event) ends the run after the message in flight
+      (or releases it, if its server stalls: ``bot.send.workers``), and
+      abandons a grouping in progress: nothing is frozen then ("stopped");
       ``progress`` is called with a ``loop.DeliveryReport`` after each message.
     """
     settings = titled(settings, factory)  # the test copy's notice and the mail name the digest alike
@@ -68,14 +73,16 @@ def send_digest(
             f"the send of {target.week.label} has not finished yet, so it cannot be resent",
             hint=f"run `digestbot send --week {target.week.label}` (without --resend) to finish it first")
     if frozen is None:
-        with factory() as session:
-            data = digest.build_digest(session, target.week, settings)
-            waiting = draft.awaiting_approval(session, settings, target.week.label)
+        try:  # grouping and rendering compute only: a stop need not wait for them
+            data, waiting, rendered = until_stopped(
+                partial(_build, settings, factory, target.week), stop, name="build-digest")
+        except Stopped:
+            return target.report("stopped")
         if data.is_empty and not settings.send_empty:
             return target.report("empty")
         if waiting:  # DIGESTBOT_REQUIRE_APPROVAL: nothing goes out before the editor approves
             return target.report("awaiting-approval")
-        rendered = render.render_digest(data, settings)
+        assert rendered is not None  # rendered whenever it goes out
         if dry_run:
             with factory() as session:
                 count = subscribers.count_confirmed(session)
@@ -103,6 +110,18 @@ def send_digest(
         skipped=result.skipped, bounced=result.bounced, transport=transport,
         resumed=resumed, errors=tuple(result.errors), other_unfinished=target.others,
         held_elsewhere=held)
+
+
+def _build(settings: Settings, factory: sessionmaker[Session],
+           week: Week) -> tuple[digest.DigestData, bool, render.Rendered | None]:
+    """The week's digest, whether it waits for approval, and its rendering
+    (None when it will not go out: empty, or waiting)."""
+    with factory() as session:
+        data = digest.build_digest(session, week, settings)
+        waiting = draft.awaiting_approval(session, settings, week.label)
+    if waiting or (data.is_empty and not settings.send_empty):
+        return data, waiting, None
+    return data, waiting, render.render_digest(data, settings)
 
 
 def choose_target(settings: Settings, factory: sessionmaker[Session], week: str | None) -> Target:

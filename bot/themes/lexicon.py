@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bot.errors import ThemesError
+from bot.files import THEMES_CAP, read_regular_text
 from bot.themes.model import ThemeDef, ThemeSet
 
 DEFAULT_THEMES_LABEL = "bot/data/themes.toml (packaged default)"
@@ -70,15 +71,9 @@ def _load_themes(path: str | Path | None) -> ThemeSet:
             raise ThemesError(f"themes file {label} cannot be read: {exc}") from exc
     else:
         label = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError as exc:
-            raise ThemesError(
-                f"themes file {label} not found",
-                hint="check the path, or leave it unset to use the default themes",
-            ) from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ThemesError(f"themes file {label} cannot be read: {exc}") from exc
+        text = read_regular_text(path, cap=THEMES_CAP, what="themes file", error=ThemesError,
+                                 hint="check DIGESTBOT_THEMES_FILE, or leave it unset to use "
+                                      "the default themes")
     return parse_themes(text, label)
 
 
