@@ -40,13 +40,10 @@ ROOT = FIXTURES.parent.parent
 
 
 def _bench():
-    """bench/themes_quality.py: the feeds split into weeks, as the digest does."""
-    import sys
+    """The evaluation package: the feeds split into weeks, as the digest does."""
+    from evaluation import grouping
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import themes_quality
-
-    return themes_quality
+    return grouping
 
 
 @pytest.fixture(scope="module")
@@ -337,24 +334,6 @@ def test_a_configured_catch_all_name_is_used() -> None:
     assert (groups[-1].name, groups[-1].name_en, groups[-1].names) == ("其他", "Other", {"zh": "其他", "en": "Other"})
 
 
-def test_one_theme_one_section_even_for_weak_entries(themes: ThemeSet) -> None:
-    """Two environment papers never end up in two differently named sections."""
-    items = [
-        Item("e1", "RL 环境合成与沙盒基础设施精读", "训练环境的自动合成、沙盒与 rollout 系统。"),
-        # below min_score alone (one keyword in passing), but on the same topic
-        Item("e2", "新平台精读", "一个新的 environment，很多 environment。"),
-        Item("c", "Coding Agents that Test Their Own Patches", "repository-level unit tests"),
-    ]
-    groups = group_items(items, themes)
-    assert _theme_of(groups, "e1") == _theme_of(groups, "e2") == "environments_infra"
-    # by keywords alone it is a weak entry joining the week's section; the learned
-    # word model (on by default) may also be sure enough to count as evidence
-    keywords_only = group_week(items, themes, model=False).groups
-    assert _theme_of(keywords_only, "e2") == "environments_infra"
-    assert _group_of(keywords_only, "e2").explanations[[*_group_of(keywords_only, "e2").keys].index("e2")].reason \
-        == "weak_theme"
-
-
 def test_a_derived_cluster_on_a_theme_takes_that_themes_name(themes: ThemeSet) -> None:
     items = [
         Item("w1", "Gym 精读：新的训练平台", "一个新的 environment 与 simulator 平台，训练平台开源。"),
@@ -597,27 +576,3 @@ def test_suggest_with_too_few_entries_still_writes_a_valid_file() -> None:
     text = suggest_themes([Item("1", "only one", "entry")])
     assert "poll the feed" in text
     assert parse_themes(text).themes[0].key == "example"
-
-
-def test_a_weak_entry_joins_a_section_only_when_its_keywords_lean_plainly_there() -> None:
-    """Below min_score, a tie between two themes is no lean: the catch-all, not the first theme's section.
-
-    Reproduces held-out 2 (then a dev set): "Understanding R1-Zero-Like Training"
-    scored 1.6 on exploration and 1.0 on memory by keywords, the feed's words
-    tipped it to memory, and it joined that week's memory section.
-    """
-    two = parse_themes(
-        '[themes.a]\nname = "A"\nkeywords = ["alpha", "apex"]\n'
-        '[themes.b]\nname = "B"\nkeywords = ["beta", "bravo"]\n'
-    )
-    items = [
-        Item("a1", "alpha apex study", "alpha apex"),
-        Item("b1", "beta bravo study", "beta bravo"),
-        Item("tie", "a study", "alpha and beta, alpha and beta again"),
-        Item("lean", "another study", "alpha, alpha again, and beta once"),
-    ]
-    groups = group_items(items, two)
-    reasons = {e.key: e.reason for g in groups for e in g.explanations}
-    assert groups[-1].catch_all and groups[-1].keys == ("tie",)
-    assert (reasons["tie"], reasons["lean"]) == ("no_theme", "weak_theme")
-    assert _theme_of(groups, "lean") == "a"

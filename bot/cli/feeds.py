@@ -16,12 +16,12 @@ from typing import Any
 import click
 
 from bot import ingest, logs
-from bot.cli.app import App, LazyBar, console, err_console, pass_app, reports_errors, write_out
+from bot.cli.app import App, console, err_console, pass_app, reports_errors, write_out
 from bot.cli.output import chosen_format, emit_rows, format_option
 from bot.db import transaction
 from bot.errors import BotError
 from bot.ingest import feeds as managed
-from bot.ingest import opml, vectors
+from bot.ingest import opml
 from bot.ingest import queries as feed_queries
 from bot.terminal import printable
 
@@ -46,23 +46,8 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     total = sum(r.new for r in results)
     failed = sum(r.status == "error" for r in results)
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
-    _embed(app)
     if failed == len(results):
         sys.exit(1)
-
-
-def _embed(app: App) -> None:
-    """Embed the entries that have no sentence vector yet, with a progress bar
-    (about 0.6 s an entry, the vector and its latent terms: the first poll of a long feed takes a while)."""
-    bar = LazyBar("embedding entries for the themes", transient=True)
-    try:
-        result = vectors.embed_new_entries(app.settings, app.factory, on_progress=bar.update)
-    finally:
-        bar.stop()
-    if result.status == "error":
-        err_console.print(printable(result.summary()), markup=False)
-    elif result.status == "unavailable" or result.embedded:
-        console.print(printable(result.summary()), markup=False)
 
 
 def _show_result(result: ingest.PollResult) -> None:
@@ -155,7 +140,6 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     with _poll_reported_here(app):
         [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
     _show_result(result)
-    _embed(app)
     if result.status == "error":
         err_console.print("warning: the first poll failed; the feed stays added and is polled "
                           f"with the others (`digestbot feeds remove {feed_id}` if it was a typo)",

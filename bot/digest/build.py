@@ -6,19 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy.orm import Session
 
-from bot import embedding, models
+from bot import models
 from bot.config import Settings
 from bot.digest import draft_queries, queries, theme_fit
 from bot.digest.edits import apply_edits
 from bot.digest.text import clean_line, safe_link, trim_summary
 from bot.digest.views import DigestData, DigestEntryView, ThemeView, section_key
 from bot.digest.week import Week, parse_week, week_of
-from bot.themes import Item, group_items, load_themes
+from bot.themes import EditorLabel, Item, group_week, load_themes
 
 
 def build_digest(session: Session, week: Week, settings: Settings) -> DigestData:
@@ -42,9 +41,9 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
                if queries.active_feed_count(session) > 1 else {})
     # the weeks before tell the grouping how common a word is in this feed
     history = theme_fit.history_items(session, week.start)
-    # the sentence vectors stored after each poll, for the grouping's learned model
-    vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
-    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors), edits,
+    # the editor's placements of earlier weeks, which entries like them follow
+    labels = theme_fit.labels_before(session, week.label)
+    data = apply_edits(assemble(week, chosen, settings, sources, history, labels), edits,
                        load_themes(settings.themes_file))
     return replace(data, after_approval=waiting) if waiting else data
 
@@ -60,12 +59,6 @@ def _as_approved(
         return chosen, 0
     kept = [(entry, late) for entry, late in chosen if entry.first_seen_at <= approved_at]
     return kept, len(chosen) - len(kept)
-
-
-def _stored(vectors: Mapping[int, embedding.Stored] | None, entry_id: int) -> dict[str, Any]:
-    """An entry's stored vector and latent terms as ``Item`` fields (none where it has no vector)."""
-    found = (vectors or {}).get(entry_id)
-    return {"vector": found.vector, "latent": found.latent} if found is not None else {}
 
 
 def _one_per_article(chosen: list[tuple[models.Entry, bool]]) -> list[tuple[models.Entry, bool]]:
@@ -107,7 +100,7 @@ def _backfill(session: Session, week: Week, taken: set[int]) -> list[models.Entr
 def assemble(
     week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings,
     sources: Mapping[int, str] | None = None, history: Sequence[Item] = (),
-    vectors: Mapping[int, embedding.Stored] | None = None,
+    labels: Sequence[EditorLabel] = (),
 ) -> DigestData:
     """Group the chosen (entry, late) pairs into themes and shape them for rendering.
 
@@ -117,10 +110,11 @@ def assemble(
     keys = _item_keys([entry for entry, _ in chosen])
     items = [
         Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "",
-             papers=tuple(entry.papers or ()), **_stored(vectors, entry.id))
+             papers=tuple(entry.papers or ()), feed=str(entry.feed_id))
         for entry, _ in chosen
     ]
-    groups = group_items(items, load_themes(settings.themes_file), history=history) if items else []
+    themes_file = load_themes(settings.themes_file)
+    groups = group_week(items, themes_file, history=history, labels=labels).groups if items else []
     # why each entry is where it is (`digestbot preview --explain`)
     why = {ex.key: ex for group in groups for ex in group.explanations}
     by_key = {keys[entry.id]: (entry, late) for entry, late in chosen}
