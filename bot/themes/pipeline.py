@@ -67,7 +67,7 @@ def weigh(votes: Sequence[Vote], keyword_scores: Sequence[ThemeScore], themes: T
     reason = "best_theme" if best == keyword_best else "readers"
     if totals[best] >= themes.min_score and evidence(by_key[best]):
         return best, reason
-    if totals[best] >= SURE_MARGIN * themes.min_score and by_key[best].score > 0:
+    if totals[best] >= SURE_MARGIN * themes.min_score:
         return best, reason
     return None, "no_theme"
 
