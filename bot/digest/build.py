@@ -3,6 +3,7 @@ them for rendering. Reads only; freezing is ``bot.digest.freeze``."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from bot.digest.edits import apply_edits
 from bot.digest.text import clean_line, safe_link, trim_summary
 from bot.digest.views import DigestData, DigestEntryView, ThemeView, section_key
 from bot.digest.week import Week, parse_week, week_of
-from bot.themes import EditorLabel, Item, group_week, load_themes
+from bot.themes import EditorLabel, Group, Item, group_week, load_themes
 
 
 def build_digest(session: Session, week: Week, settings: Settings) -> DigestData:
@@ -129,11 +130,21 @@ def assemble(
                           for key in group.keys),
             derived=group.theme_key is None and not group.catch_all,
             key=section_key(group.theme_key, group.catch_all, group.name),
+            shared=_shared_terms(group),
         )
         for group in groups
     )
     papers = {paper for entry, _ in chosen for paper in entry.papers or ()}
     return DigestData(week=week, themes=themes, entry_count=len(chosen), paper_count=len(papers))
+
+
+def _shared_terms(group: Group, most: int = 3) -> tuple[str, ...]:
+    """A derived section's terms shared by at least two of its entries, besides its name's."""
+    if group.kind != "derived":
+        return ()
+    named = {term.casefold() for term in group.terms}
+    counts = Counter(term for why in group.explanations for term in why.shared_terms if term.casefold() not in named)
+    return tuple(term for term, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2)[:most]
 
 
 def _item_keys(entries: Iterable[models.Entry]) -> dict[int, str]:

@@ -53,6 +53,8 @@ class ThemeView:
     derived: bool = False  # named after the week's own terms, not a theme of the file
     key: str = ""  # see section_key; what the editor's edits refer to
     renamed: bool = False  # the editor named it for this week: ``name`` is used in every language
+    # a derived section: the terms most of its entries share besides those of its name
+    shared: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
