@@ -23,7 +23,7 @@ ROOT = HERE.parent
 
 FEEDS = {
     "themes fit": ROOT / "tests" / "fixtures" / "messagedaily-rl.xml",
-    "themes do not fit": ROOT / "tests" / "fixtures" / "eval" / "pl-dev-en.xml",
+    "themes do not fit": ROOT / "tests" / "fixtures" / "dev" / "pl-dev" / "pl-dev-en.xml",
 }
 TARGET_SECONDS = 1.0
 

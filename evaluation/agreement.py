@@ -60,7 +60,7 @@ def _as_grouping(grouper: dict[str, Label], labels: list[Label], weeks: dict[str
 
 def agreement(name: str) -> Agreement:
     """Compare a set's two label files over its English feed (the same papers as the Chinese one)."""
-    folder = tq.FIXTURES / name
+    folder = (tq.HELDOUT if int(name.removeprefix("heldout")) in tq.HELDOUT_RL else tq.TRAIN) / name
     first = tq.load_labels(folder / "labels.tsv")
     second = tq.load_labels(folder / "labels-second.tsv")
     by_first = {label[0]: label for label in first}

@@ -2,7 +2,7 @@
 
 usage: python -m evaluation.grouping [--themes FILE] [--split train|dev|heldout] [SET ...]
 
-The sets are described in tests/fixtures/eval/README.md and each folder's README.
+The sets are described in tests/fixtures/README.md and each folder's README.
 For each set it prints pairwise precision / recall / F1 (evaluation/score.py)
 and the share of entries in the catch-all, next to "one section per week" as a floor.
 `run()` gives the same figures as rows for bench/run_all.py.
@@ -30,9 +30,8 @@ from evaluation import score as scorer
 ROOT = Path(__file__).resolve().parent.parent
 
 FIXTURES = ROOT / "tests" / "fixtures"
-EVAL = FIXTURES / "eval"
-HELDOUT = FIXTURES / "heldout"
-FIELDS = FIXTURES / "fields"  # other fields, each feed with its own codes (tests/fixtures/fields/*/README.md)
+TRAIN, DEV, HELDOUT = FIXTURES / "train", FIXTURES / "dev", FIXTURES / "heldout"  # one folder per split
+EVAL = TRAIN / "bundled"  # the bundled feed's labelled weeks and their English write-ups
 OTHER_FIELDS = ("vision-en", "security-en", "bio-en", "systems-zh", "recsys-zh")
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # the RL sets' label codes and the bundled themes file's keys
@@ -76,10 +75,16 @@ def split_of(name: str) -> Split:
     return "train"
 
 
+def field_folder(name: str) -> Path:
+    """Where another field's feed lives: dev/ or heldout/, by its split."""
+    return (HELDOUT if name in HELDOUT_FIELDS else DEV) / name
+
+
 def _field(name: str) -> dict[str, EvalSet]:
     """Another field's feed, grouped as the digest would (the default themes do not fit it) and with
     a themes file suggested from the feed itself."""
-    feed, labels = FIELDS / name / f"{name}.xml", FIELDS / name / f"{name}_labels.tsv"
+    folder = field_folder(name)
+    feed, labels = folder / f"{name}.xml", folder / f"{name}_labels.tsv"
     suggested = f"{name}-suggest"
     return {name: EvalSet(name, feed, labels), suggested: EvalSet(suggested, feed, labels, suggest=True)}
 
@@ -92,6 +97,7 @@ def _pair(folder: Path, chinese: str, english: str) -> dict[str, EvalSet]:
     }
 
 
+PL_DEV = DEV / "pl-dev"
 SETS: dict[str, EvalSet] = {
     "dev": EvalSet("dev", FIXTURES / "messagedaily-rl.xml", EVAL / "dev_labels.tsv", ("2026-W35", "2026-W36")),
     "dev-en": EvalSet("dev-en", EVAL / "dev-en.xml", EVAL / "dev-en_labels.tsv"),
@@ -99,28 +105,27 @@ SETS: dict[str, EvalSet] = {
                         ("2026-W37", "2026-W38", "2026-W39", "2026-W40")),
     "dev-en-late": EvalSet("dev-en-late", EVAL / "dev-en-late.xml", EVAL / "dev-en-late_labels.tsv"),
     "dev-native-en": EvalSet("dev-native-en", EVAL / "dev-native-en.xml", EVAL / "dev-native-en_labels.tsv"),
-    "pl-dev": EvalSet("pl-dev", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv"),
-    "pl-dev-suggest": EvalSet("pl-dev-suggest", EVAL / "pl-dev-en.xml", EVAL / "pl-dev-en_labels.tsv", suggest=True),
-    "heldout-zh": EvalSet("heldout-zh", HELDOUT / "rl-zh.xml", HELDOUT / "rl-zh_labels.tsv"),
-    "heldout-en": EvalSet("heldout-en", HELDOUT / "rl-en.xml", HELDOUT / "rl-en_labels.tsv"),
-    **_pair(FIXTURES / "heldout2", "heldout2-zh", "heldout2-en"),
-    **_pair(FIXTURES / "heldout3", "heldout3-zh", "heldout3-en"),
-    **_pair(FIXTURES / "heldout4", "heldout4-zh", "heldout4-en"),
-    **_pair(FIXTURES / "heldout5", "heldout5-zh", "heldout5-en"),
-    **_pair(EVAL / "dev6", "dev6", "dev6-en"),
-    **_pair(EVAL / "dev7", "dev7", "dev7-en"),
-    **_pair(EVAL / "dev8", "dev8", "dev8-en"),
-    **_pair(EVAL / "dev9", "dev9", "dev9-en"),
-    **_pair(EVAL / "dev10", "dev10", "dev10-en"),
-    **_pair(EVAL / "dev11", "dev11", "dev11-en"),
-    **_pair(EVAL / "dev12", "dev12", "dev12-en"),
-    **_pair(EVAL / "dev13", "dev13", "dev13-en"),
-    **_pair(EVAL / "dev14", "dev14", "dev14-en"),
-    # held-out 6-38: one folder each, its Chinese and English feeds
-    **{name: eval_set for n in range(6, 39)
-       for name, eval_set in _pair(FIXTURES / f"heldout{n}", f"heldout{n}-zh", f"heldout{n}-en").items()},
-    "db": EvalSet("db", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv"),
-    "db-suggest": EvalSet("db-suggest", HELDOUT / "db-en.xml", HELDOUT / "db-en_labels.tsv", suggest=True),
+    "pl-dev": EvalSet("pl-dev", PL_DEV / "pl-dev-en.xml", PL_DEV / "pl-dev-en_labels.tsv"),
+    "pl-dev-suggest": EvalSet("pl-dev-suggest", PL_DEV / "pl-dev-en.xml", PL_DEV / "pl-dev-en_labels.tsv",
+                              suggest=True),
+    "heldout-zh": EvalSet("heldout-zh", TRAIN / "heldout1" / "rl-zh.xml", TRAIN / "heldout1" / "rl-zh_labels.tsv"),
+    "heldout-en": EvalSet("heldout-en", TRAIN / "heldout1" / "rl-en.xml", TRAIN / "heldout1" / "rl-en_labels.tsv"),
+    **_pair(TRAIN / "dev6", "dev6", "dev6-en"),
+    **_pair(TRAIN / "dev7", "dev7", "dev7-en"),
+    **_pair(TRAIN / "dev8", "dev8", "dev8-en"),
+    **_pair(TRAIN / "dev9", "dev9", "dev9-en"),
+    **_pair(TRAIN / "dev10", "dev10", "dev10-en"),
+    **_pair(TRAIN / "dev11", "dev11", "dev11-en"),
+    **_pair(TRAIN / "dev12", "dev12", "dev12-en"),
+    **_pair(TRAIN / "dev13", "dev13", "dev13-en"),
+    **_pair(TRAIN / "dev14", "dev14", "dev14-en"),
+    # held-out 2-38: one folder each, its Chinese and English feeds (2-30 trained the word model)
+    **{name: eval_set for n in range(2, 39)
+       for name, eval_set in _pair((HELDOUT if n in HELDOUT_RL else TRAIN) / f"heldout{n}", f"heldout{n}-zh",
+                                   f"heldout{n}-en").items()},
+    "db": EvalSet("db", HELDOUT / "db" / "db-en.xml", HELDOUT / "db" / "db-en_labels.tsv"),
+    "db-suggest": EvalSet("db-suggest", HELDOUT / "db" / "db-en.xml", HELDOUT / "db" / "db-en_labels.tsv",
+                          suggest=True),
     **{name: eval_set for field in OTHER_FIELDS for name, eval_set in _field(field).items()},
 }
 

@@ -8,8 +8,8 @@ label and why it is there. The labelled sets (dev and held-out) and their
 scores side by side are python -m evaluation.grouping.
 
     .venv/bin/python scripts/eval_themes.py --show
-    .venv/bin/python scripts/eval_themes.py --feed tests/fixtures/eval/pl-dev-en.xml \\
-        --labels tests/fixtures/eval/pl-dev-en_labels.tsv --show
+    .venv/bin/python scripts/eval_themes.py --feed tests/fixtures/dev/pl-dev/pl-dev-en.xml \\
+        --labels tests/fixtures/dev/pl-dev/pl-dev-en_labels.tsv --show
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from bot.digest import build_digest
 from bot.digest import draft as drafts
 from bot.digest.week import Week
 from bot.models import EditorLabel
-from evaluation.grouping import FIELDS, feed_weeks
+from evaluation.grouping import DEV, feed_weeks
 
 THEMES = """
 [settings]
@@ -95,7 +95,7 @@ def test_a_vision_feed_beside_the_rl_feed_is_judged_and_grouped_on_its_own(fresh
     """The computer-vision case: 18 vision papers in the RL feed's week 2026-W40 go to sections of
     their own, never under an RL theme, and `status` says per feed which fits."""
     poll_fixture(settings, fresh_db.factory)
-    vision = [i for week in feed_weeks(FIELDS / "vision-en" / "vision-en.xml").values() for i in week][:18]
+    vision = [i for week in feed_weeks(DEV / "vision-en" / "vision-en.xml").values() for i in week][:18]
     with fresh_db.factory() as session:
         feed = make_feed(session, "https://vision.example/rss.xml")
         ids = {add_entry(session, feed, W40 + timedelta(hours=n), key=f"https://vision.example/{n}",

@@ -1,7 +1,7 @@
 """Names of the sections made from shared terms (``bot.themes.derive``) and the
 everyday-word table behind them (``bot.themes.common_words``).
 
-The reproductions are from the dev feeds of other fields (tests/fixtures/fields),
+The reproductions are from the dev feeds of other fields (tests/fixtures/dev),
 grouped with the bundled RL themes, which do not fit them, as the digest groups them.
 """
 
@@ -18,7 +18,7 @@ from bot.themes.model import Item
 from bot.themes.terms import Vocabulary, one_latin_phrase, stem
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ROOT / "tests" / "fixtures" / "fields"
+FIELDS = ROOT / "tests" / "fixtures" / "dev"
 
 
 def _weeks(feed: Path) -> dict[str, list[Item]]:

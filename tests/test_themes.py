@@ -59,7 +59,7 @@ def weeks() -> dict[str, list[Item]]:
 @pytest.fixture(scope="module")
 def pl_weeks() -> dict[str, list[Item]]:
     """A programming-languages feed: a field the default themes were not written for."""
-    return _bench().feed_weeks(FIXTURES / "eval" / "pl-dev-en.xml")
+    return _bench().feed_weeks(FIXTURES / "dev" / "pl-dev" / "pl-dev-en.xml")
 
 
 def _theme_of(groups: list[Group], key: str) -> str | None:
@@ -408,7 +408,7 @@ def test_whether_the_themes_fit_is_judged_on_the_feed_not_on_one_week(themes: Th
     and an RL week with few keyword hits (held-out 21's English, 38 %) lost its themes. With the
     feed's latest entries beside the week, each feed is grouped one way."""
     bench = _bench()
-    security = bench.feed_weeks(FIXTURES / "fields" / "security-en" / "security-en.xml")
+    security = bench.feed_weeks(FIXTURES / "dev" / "security-en" / "security-en.xml")
     labels = sorted(security)
     for index, label in enumerate(labels):
         week = security[label]
@@ -419,7 +419,7 @@ def test_whether_the_themes_fit_is_judged_on_the_feed_not_on_one_week(themes: Th
             assert not grouping.fit.fits and grouping.fit.entries > len(week)
     alone = [theme_fit(security[label], themes) for label in labels]
     assert any(fit.fits for fit in alone)  # the reproduction: a week alone would have fit
-    rl = bench.feed_weeks(FIXTURES / "heldout21" / "rl-en.xml")
+    rl = bench.feed_weeks(FIXTURES / "train" / "heldout21" / "rl-en.xml")
     labels = sorted(rl)
     quiet = next(i for i, label in enumerate(labels) if not theme_fit(rl[label], themes).fits)
     history = [item for earlier in labels[:quiet] for item in rl[earlier]]
@@ -548,7 +548,7 @@ def test_possessives_are_their_word_and_contractions_name_nothing() -> None:
     assert {"amazon", "amazon aurora", "system log", "o'neil"} <= set(found)
     assert not [t for t in found if t.endswith("'") or "isn" in t]
     assert vocab.surface("amazon") == "Amazon"
-    db = [item for week in _bench().feed_weeks(FIXTURES / "heldout" / "db-en.xml").values() for item in week]
+    db = [item for week in _bench().feed_weeks(FIXTURES / "heldout" / "db" / "db-en.xml").values() for item in week]
     suggested = parse_themes(suggest_themes(db), "suggested")
     words = [w for t in suggested.themes for w in (t.name, *t.strong_keywords, *t.keywords)]
     assert "amazon" in " ".join(words).casefold()
@@ -562,7 +562,7 @@ def test_suggested_keywords_are_not_everyday_words() -> None:
     from bot.themes.common_words import specificity
     from bot.themes.suggest import KEYWORD_SPECIFICITY
 
-    feed = FIXTURES / "fields" / "recsys-zh" / "recsys-zh.xml"
+    feed = FIXTURES / "dev" / "recsys-zh" / "recsys-zh.xml"
     items = [item for week in _bench().feed_weeks(feed).values() for item in week]
     suggested = parse_themes(suggest_themes(items), "suggested")
     keywords = [w for t in suggested.themes for w in (*t.strong_keywords, *t.keywords)]

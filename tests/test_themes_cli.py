@@ -22,7 +22,7 @@ from bot.themes import load_themes, parse_themes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RL_FEED = FIXTURES / "messagedaily-rl.xml"
-PL_FEED = FIXTURES / "eval" / "pl-dev-en.xml"  # programming languages: not what the themes are for
+PL_FEED = FIXTURES / "dev" / "pl-dev" / "pl-dev-en.xml"  # programming languages: not what the themes are for
 
 
 def _poll(make_settings, fresh_db, feed: Path):

@@ -35,7 +35,7 @@ def test_a_computer_vision_feed_next_to_the_rl_feed_is_grouped_on_its_own() -> N
     rl = [Item(f"rl:{i.key}", i.title, i.summary, feed="rl")
           for week in list(feed_weeks(FIXTURES / "messagedaily-rl.xml").values())[-2:] for i in week]
     vision = [Item(f"cv:{i.key}", i.title, i.summary, feed="cv")
-              for week in feed_weeks(FIXTURES / "fields" / "vision-en" / "vision-en.xml").values() for i in week][:18]
+              for week in feed_weeks(FIXTURES / "dev" / "vision-en" / "vision-en.xml").values() for i in week][:18]
     grouping = group_week([*rl, *vision], load_themes())
     assert grouping.fits is not None
     assert grouping.fits["rl"].fits and not grouping.fits["cv"].fits

@@ -156,15 +156,24 @@ def _derived(
     for cluster in clusters:
         members = [by_key[k] for k in cluster.keys]
         taken.update(cluster.keys)
-        totals = {key: sum(p.total(key) for p in members) for key in order}
-        best = min(order, key=lambda key: (-totals[key], order.index(key))) if order else None
-        if best is not None and totals[best] >= themes.min_score and all(p.total(best) > 0 for p in members):
+        best = _cluster_theme(members, themes, order)
+        if best is not None:
             joined.setdefault(best, []).extend(Member(p, "weak_theme") for p in members)
         else:
             derived.append(
                 Section(tuple(Member(p, "shared_terms", cluster.shared[p.item.key]) for p in members), None, cluster))
     leftover = [Member(p, "no_theme") for p in rest if p.item.key not in taken]
     return joined, derived, leftover
+
+
+def _cluster_theme(members: Sequence[Placement], themes: ThemeSet, order: list[str]) -> str | None:
+    """The theme a cluster of unplaced entries is about: together they reach ``min_score`` on it,
+    each with some points there."""
+    totals = {key: sum(p.total(key) for p in members) for key in order}
+    best = min(order, key=lambda key: (-totals[key], order.index(key))) if order else None
+    if best is not None and totals[best] >= themes.min_score and all(p.total(best) > 0 for p in members):
+        return best
+    return None
 
 
 def _fallback(placement: Placement, open_themes: Sequence[str], themes: ThemeSet, order: list[str]) -> str | None:

@@ -102,14 +102,15 @@ def group_items(items: Sequence[Item], themes: ThemeSet, *, history: Sequence[It
 def group_week(
     items: Sequence[Item], themes: ThemeSet, *, history: Sequence[Item] = (),
     labels: Sequence[EditorLabel] = (), extra: Mapping[str, Mapping[str, object]] | None = None,
-    readers: Sequence[Reader] = READERS, model: WordModel | bool | None = True,
+    readers: Sequence[Reader] | None = None, model: WordModel | bool | None = True,
 ) -> Grouping:
     """Group one week's items, each feed judged for fit on its own.
 
     ``history`` is the feeds' earlier entries, oldest first: it tells how common a word is and
     joins the theme profiles, but only the week's entries are placed. ``labels`` are the
     editor's earlier placements; ``extra`` is handed to the readers (``Context.extra``);
-    ``readers`` is the list of readers, in the order ``--explain`` shows them."""
+    ``readers`` is the list of readers (default ``READERS``), in the order ``--explain`` shows them."""
+    readers = READERS if readers is None else readers
     ordered = sorted(items, key=lambda item: item.key)
     for first, second in zip(ordered, ordered[1:], strict=False):
         if first.key == second.key:
@@ -132,7 +133,7 @@ def group_week(
     return Grouping(groups, overall, fits)
 
 
-def place(item: Item, context: Context, readers: Sequence[Reader] = READERS) -> Placement:
+def place(item: Item, context: Context, readers: Sequence[Reader]) -> Placement:
     """Read one entry with every reader and weigh the votes."""
     votes = tuple(reader(item, context) for reader in readers)
     scores = context.keyword_scores(item)
