@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from unittest import mock
 
-from bot.themes import EditorLabel, group_week, layout, pipeline, readers, scoring
+from bot.themes import EditorLabel, group_week, pipeline, readers
 from evaluation import grouping as ev
 
 Switch = Callable[[], Iterator[None]]
@@ -37,9 +37,6 @@ SWITCHES: dict[str, Callable[[], object]] = {
     "all readers": lambda: _patch(readers, "MAX_HISTORY", readers.MAX_HISTORY),
     "without words": _without_reader("words"),
     "without feed": _without_reader("feed"),
-    "without contrast cues": lambda: _patch(scoring, "_contrast_spans", lambda normal: []),
-    "without keyword evidence": lambda: _patch(pipeline, "evidence", lambda score: True),
-    "without clusters joining a theme": lambda: _patch(layout, "_cluster_theme", lambda *args: None),
 }
 KINDS = (("dev", "suggest"), ("heldout", "rl"), ("heldout", "suggest"))
 

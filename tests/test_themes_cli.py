@@ -149,7 +149,7 @@ def test_preview_explain_json_gives_reason_terms_and_scores(polled_rl):
             why = entry["why"]
             # every entry of this week has keywords; the other readers may have moved it from its
             # keyword theme, never out of the themes
-            assert why["reason"] in {"best_theme", "lone_theme", "fallback_theme", "weak_theme", "readers"}
+            assert why["reason"] in {"best_theme", "lone_theme", "fallback_theme", "readers"}
             assert why["theme"] == theme["key"]
             # each reader's points, side by side
             assert list(why["readers"]) == ["keywords", "words", "feed", "editor"]

@@ -15,10 +15,9 @@ REASONS = {
     "readers": "the readers' points together put it here, over its keywords' own choice",
     "lone_theme": "its best theme, kept although alone on it this week (within max_sections)",
     "fallback_theme": "its next-best theme: its best theme's section was dissolved to fit max_sections",
-    "weak_theme": "below min_score alone, but a cluster of such entries together reaches this theme",
     "shared_terms": "shares distinctive terms with the other entries of this section",
     "themes_do_not_fit": "the themes file fits too few of its feed's recent entries: grouped by shared terms",
-    "no_theme": "no theme reached min_score with a title keyword or two summary keywords",
+    "no_theme": "no theme reached min_score with the readers' points together",
     "over_cap": "its section was dissolved to stay within max_sections and no other theme fits",
 }
 
@@ -42,7 +41,7 @@ def _score_json(score: ThemeScore) -> dict[str, Any]:
         "score": round(score.score, 2),
         "hits": [
             {"term": hit.term, "field": hit.field, "count": hit.count, "points": hit.points,
-             **({"discounted": True} if hit.discounted else {})}
+             }
             for hit in score.hits
         ],
     }
@@ -80,7 +79,7 @@ def explanation_lines(why: Explanation, max_hits: int = 6) -> list[str]:
     for score in why.top:
         hits = ", ".join(
             f"{hit.term} [{hit.field}{'x' + str(hit.count) if hit.count > 1 else ''}"
-            f"{', after a contrast' if hit.discounted else ''}] +{hit.points:g}"
+            f"] +{hit.points:g}"
             for hit in score.hits[:max_hits]
         )
         more = f", … {len(score.hits) - max_hits} more" if len(score.hits) > max_hits else ""

@@ -4,9 +4,7 @@
   a lone entry keeps its named theme while the week stays within ``max_sections``.
 - **Small sections** (``min_section_size`` > 1) fold into their entries' next-best theme in
   the week, else their entries join the rest.
-- **Sections from shared terms** (``bot.themes.derive``) gather the rest; a cluster whose
-  members together reach ``min_score`` on one theme, each with some points there, joins that
-  theme's section, so one topic never appears under two names.
+- **Sections from shared terms** (``bot.themes.derive``) gather the rest.
 - **The cap**: while the week has more than ``max_sections`` (the catch-all counts), the
   section that costs least to dissolve goes (one whose entries all have another theme in the
   week, then the smallest, derived before themed, the weakest); its entries move to their
@@ -86,9 +84,7 @@ def layout(
     sections = [Section(tuple(members), theme) for theme, members in by_theme.items()]
     catch_all: list[Member] = []
     if rest:
-        joined, derived, leftover = _derived(rest, context, themes, order)
-        for theme, members in joined.items():
-            sections = _join(sections, theme, members)
+        derived, leftover = _derived(rest, context)
         sections += derived
         catch_all += leftover
     for name in sorted(apart or {}):
@@ -141,39 +137,15 @@ def _clusters(items: Sequence[Item], context: Context, background: Sequence[Item
     return sections, [item for item in items if item.key not in taken]
 
 
-def _derived(
-    rest: Sequence[Placement], context: Context, themes: ThemeSet, order: list[str]
-) -> tuple[dict[str, list[Member]], list[Section], list[Member]]:
-    """Sections from shared terms among the unplaced entries: the members of clusters that
-    together reach ``min_score`` on one theme (each with points there), per theme; the clusters
-    that stay sections of their own; and the entries no cluster took."""
+def _derived(rest: Sequence[Placement], context: Context) -> tuple[list[Section], list[Member]]:
+    """Sections from shared terms among the unplaced entries, and the entries no cluster took."""
     by_key = {p.item.key: p for p in rest}
     clusters = cluster_items([p.item for p in rest], context.vocab, population=context.week,
                              background=context.history)
-    joined: dict[str, list[Member]] = {}
-    derived: list[Section] = []
-    taken: set[str] = set()
-    for cluster in clusters:
-        members = [by_key[k] for k in cluster.keys]
-        taken.update(cluster.keys)
-        best = _cluster_theme(members, themes, order)
-        if best is not None:
-            joined.setdefault(best, []).extend(Member(p, "weak_theme") for p in members)
-        else:
-            derived.append(
-                Section(tuple(Member(p, "shared_terms", cluster.shared[p.item.key]) for p in members), None, cluster))
-    leftover = [Member(p, "no_theme") for p in rest if p.item.key not in taken]
-    return joined, derived, leftover
-
-
-def _cluster_theme(members: Sequence[Placement], themes: ThemeSet, order: list[str]) -> str | None:
-    """The theme a cluster of unplaced entries is about: together they reach ``min_score`` on it,
-    each with some points there."""
-    totals = {key: sum(p.total(key) for p in members) for key in order}
-    best = min(order, key=lambda key: (-totals[key], order.index(key))) if order else None
-    if best is not None and totals[best] >= themes.min_score and all(p.total(best) > 0 for p in members):
-        return best
-    return None
+    taken = {key for cluster in clusters for key in cluster.keys}
+    derived = [Section(tuple(Member(by_key[k], "shared_terms", c.shared[k]) for k in c.keys), None, c)
+               for c in clusters]
+    return derived, [Member(p, "no_theme") for p in rest if p.item.key not in taken]
 
 
 def _fallback(placement: Placement, open_themes: Sequence[str], themes: ThemeSet, order: list[str]) -> str | None:

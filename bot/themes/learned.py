@@ -16,20 +16,21 @@ one of them (``WordModel.applies_to``).
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import math
 import re
+import sys
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from bot.themes import packing
 from bot.themes.model import Item, ThemeSet
 
 MODEL_RESOURCE = "learned_themes.json.gz"
@@ -57,6 +58,27 @@ def model_words(text: str) -> list[str]:
         for run in runs:
             words.extend(word for word in _cut(run) if word.strip())
     return words
+
+
+def _quantise(values: Iterable[float], scale: float) -> array[int]:
+    """``values`` rounded to steps of ``scale``, clipped to 16 bits: the table loads in milliseconds."""
+    return array("h", (max(-32767, min(32767, round(v / scale))) for v in values))
+
+
+def _to_base64(values: array[int]) -> str:
+    """A 16-bit table as base64 of its little-endian bytes, whatever the machine's byte order."""
+    little = array("h", values)
+    if sys.byteorder != "little":
+        little.byteswap()
+    return base64.b64encode(little.tobytes()).decode("ascii")
+
+
+def _from_base64(text: str) -> array[int]:
+    values = array("h")
+    values.frombytes(base64.b64decode(text))
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
 
 
 @dataclass(frozen=True)
@@ -93,7 +115,7 @@ class WordModel:
         if len(bias) != len(theme_keys) or any(len(row) != len(theme_keys) for row in rows.values()):
             raise ValueError("theme model: every row needs one value per theme")
         words = sorted(rows)
-        values = packing.quantise((v for w in words for v in rows[w]), scale)
+        values = _quantise((v for w in words for v in rows[w]), scale)
         return cls(tuple(theme_keys), tuple(bias), {w: i for i, w in enumerate(words)}, values, scale, source)
 
     def row(self, word: str) -> tuple[float, ...]:
@@ -146,7 +168,7 @@ def model_from_json(data: dict[str, Any]) -> WordModel:
     """Build a model from its JSON form (the rows as base64 of little-endian int16)."""
     keys = tuple(str(key) for key in data["themes"])
     words = [str(word) for word in data["words"]]
-    values = packing.from_base64(data["values"])
+    values = _from_base64(data["values"])
     bias = tuple(float(value) for value in data["bias"])
     if len(bias) != len(keys) or len(values) != len(words) * len(keys):
         raise ValueError("theme model: every row needs one value per theme")
@@ -162,7 +184,7 @@ def model_to_json(model: WordModel) -> dict[str, Any]:
         "scale": model.scale,
         "source": model.source,
         "words": sorted(model.index, key=model.index.__getitem__),
-        "values": packing.to_base64(model.values),
+        "values": _to_base64(model.values),
     }
 
 

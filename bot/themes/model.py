@@ -23,7 +23,6 @@ Reason = Literal[
     "readers",  # the readers' points together put it in another theme than its keywords alone
     "lone_theme",  # its best theme, kept although the entry is alone on it this week
     "fallback_theme",  # its best theme's section was dissolved (max_sections); next-best kept theme
-    "weak_theme",  # below min_score, but a cluster of such entries together reaches this theme
     "shared_terms",  # a derived section: shares distinctive terms with the other members
     "themes_do_not_fit",  # its feed's recent entries fit the themes file too poorly; grouped by shared terms
     "no_theme",  # catch-all: no theme reached min_score with evidence and no derived section took it
@@ -102,7 +101,6 @@ class Hit:
     field: Literal["title", "summary"]
     count: int
     points: float
-    discounted: bool = False  # after "instead of", "相比" ...: a baseline, not the topic
 
 
 @dataclass(frozen=True)

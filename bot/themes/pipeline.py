@@ -6,8 +6,7 @@
 2. **Read.** Every reader of ``readers`` (``bot.themes.readers``) gives each entry of a fitting
    feed its points per theme, with reasons.
 3. **Weigh** (``weigh``). A reader sure of a theme (``Vote.decides``) decides it; otherwise the
-   points add up and the entry is placed in its best theme when that reaches ``min_score`` and
-   its keywords give evidence there, or the best theme's points clear it twice over.
+   points add up and the entry is placed in its best theme when that reaches ``min_score``.
 4. **Lay out** (``bot.themes.layout``): sections, lone entries, the cap, sections from shared
    terms and the catch-all.
 
@@ -23,11 +22,10 @@ from bot.themes.layout import Placement, layout
 from bot.themes.learned import WordModel
 from bot.themes.model import FIT_MARGIN, Fit, Group, Item, ThemeScore, ThemeSet
 from bot.themes.readers import READERS, Context, EditorLabel, Reader, model_for
-from bot.themes.scoring import lexicon, normalise_text, score_details
+from bot.themes.scoring import lexicon, score_details
 from bot.themes.vote import Vote
 
 FIT_HISTORY_WEEKS = 3  # fit is judged on the feed's week and about this many weeks before it
-SURE_MARGIN = 2.0  # without keyword evidence, an entry is placed at this many x min_score
 
 
 @dataclass(frozen=True)
@@ -39,53 +37,33 @@ class Grouping:
     fits: Mapping[str, Fit] | None = None  # per feed (Item.feed)
 
 
-def evidence(score: ThemeScore) -> bool:
-    """A title keyword, or two different summary keywords, not after a contrast cue: more than
-    one word in passing."""
-    plain = [hit for hit in score.hits if not hit.discounted]
-    if any(hit.field == "title" for hit in plain):
-        return True
-    return len({normalise_text(hit.term) for hit in plain}) >= 2
-
-
 def weigh(votes: Sequence[Vote], keyword_scores: Sequence[ThemeScore], themes: ThemeSet) -> tuple[str | None, str]:
-    """The theme the votes give an entry (None: unplaced), and why.
-
-    A vote that ``decides`` a known theme wins. Otherwise the theme with the most points
-    (ties: file order) is the entry's when it reaches ``min_score`` with keyword evidence
-    there, or ``SURE_MARGIN`` x ``min_score`` without."""
+    """The theme the votes give an entry (None: unplaced), and why: a vote that ``decides`` a
+    known theme wins; otherwise the theme with the most points (ties: file order), when they
+    reach ``min_score``."""
     order = [t.key for t in themes.themes]
     for vote in votes:
         if vote.decides in order:
             return vote.decides, f"decided:{vote.reader}"
     totals = {key: sum(v.points.get(key, 0.0) for v in votes) for key in order}
     best = min(order, key=lambda key: (-totals[key], order.index(key)))
-    if totals[best] <= 0:
+    if totals[best] < themes.min_score:
         return None, "no_theme"
-    by_key = {score.theme_key: score for score in keyword_scores}
-    keyword_best = min(order, key=lambda key: (-by_key[key].score, order.index(key)))
-    reason = "best_theme" if best == keyword_best else "readers"
-    if totals[best] >= themes.min_score and evidence(by_key[best]):
-        return best, reason
-    if totals[best] >= SURE_MARGIN * themes.min_score:
-        return best, reason
-    return None, "no_theme"
+    keyword_best = max(keyword_scores, key=lambda s: s.score).theme_key
+    return best, "best_theme" if best == keyword_best else "readers"
 
 
 def feed_fit(week: Sequence[Item], history: Sequence[Item], themes: ThemeSet) -> Fit:
     """Whether the themes file fits a feed: of its ``week`` and its latest entries before it
-    (``FIT_HISTORY_WEEKS`` times as many), how many clearly fit a theme. ``digestbot status``
+    (``FIT_HISTORY_WEEKS`` times as many), how many clearly fit a theme (``FIT_MARGIN`` x
+    ``min_score`` by keywords). ``digestbot status``
     judges each feed by this same function, on its newest week."""
     own = {item.key for item in week}
     before = [item for item in history if item.key not in own]
     recent = [*week, *before[max(0, len(before) - FIT_HISTORY_WEEKS * len(week)):]]
     lex = lexicon(themes)
     clear = FIT_MARGIN * themes.min_score
-    matched = 0
-    for item in recent:
-        scores = score_details(item, themes, lex)
-        best = max(scores, key=lambda s: s.score, default=None)
-        matched += best is not None and best.score >= clear and evidence(best)
+    matched = sum(max((s.score for s in score_details(item, themes, lex)), default=0.0) >= clear for item in recent)
     return Fit(len(recent), matched, themes.min_fit)
 
 
