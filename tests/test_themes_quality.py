@@ -17,11 +17,11 @@ pytestmark = pytest.mark.slow
 
 # (split, kind of themes file): the lowest mean F1 allowed; measured (docs/grouping.md) in comments
 FLOORS = {
-    ("train", "rl"): 0.83,  # measured 0.856 (the word model was trained on these)
-    ("dev", "suggest"): 0.56,  # measured 0.587
+    ("train", "rl"): 0.83,  # measured 0.855 over 83 sets (the word model was trained on these)
+    ("dev", "suggest"): 0.55,  # measured 0.577
     ("dev", "nofile"): 0.54,  # measured 0.565
     ("heldout", "rl"): 0.69,  # measured 0.714
-    ("heldout", "suggest"): 0.65,  # measured 0.677
+    ("heldout", "suggest"): 0.65,  # measured 0.683
     ("heldout", "nofile"): 0.55,  # measured 0.580
 }
 
