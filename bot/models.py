@@ -15,17 +15,14 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Boolean,
-    ColumnElement,
     DateTime,
     ForeignKey,
     Integer,
-    LargeBinary,
     MetaData,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
-    and_,
     false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -164,30 +161,26 @@ class EntrySource(Base):
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class EntryVector(Base):
-    """An entry's sentence vector (``bot.embedding``), computed once after the poll
-    that stored it: the grouping's learned model reads it (``bot.themes.learned``).
+class EditorLabel(Base):
+    """A placement the editor made by hand (``draft move`` or ``exclude``, from the CLI or the
+    console): a label for that feed, which the grouping's editor reader follows in later weeks
+    (``bot.themes.readers.editor``). The entry's text is kept, so the label outlives the entry.
 
-    ``encoder`` names the model that made it, so vectors of another encoder are
-    never mixed with a head trained on these; ``vector`` is little-endian 32-bit floats.
-    ``latent`` holds the entry's strongest latent terms from the same encoder
-    (``bot.embedding.pack_latent``); a row without them (stored before
-    migration 0009) is read again by the next poll.
-    """
+    ``theme_key`` is the theme the entry was moved to; None for an exclusion or a move to a
+    section that is not a theme (the catch-all, a section from shared terms)."""
 
-    __tablename__ = "entry_vectors"
+    __tablename__ = "editor_labels"
 
-    entry_id: Mapped[int] = mapped_column(ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True)
-    encoder: Mapped[str] = mapped_column(String(100))
-    vector: Mapped[bytes] = mapped_column(LargeBinary)
-    latent: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    feed_id: Mapped[int | None] = mapped_column(ForeignKey("feeds.id", ondelete="CASCADE"), index=True)
+    entry_id: Mapped[int | None] = mapped_column(ForeignKey("entries.id", ondelete="SET NULL"))
+    week: Mapped[str] = mapped_column(String(10))
+    action: Mapped[str] = mapped_column(String(10))  # "move" or "exclude"
+    section: Mapped[str] = mapped_column(String(300))  # the section key it was put in ("" for exclude)
+    theme_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    title: Mapped[str] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-    @classmethod
-    def complete(cls, encoder: str) -> ColumnElement[bool]:
-        """Rows holding all the poll reads with ``encoder``: the vector and its latent terms
-        (the poll reads an entry again until it has such a row; status counts only these)."""
-        return and_(cls.encoder == encoder, cls.latent.is_not(None))
 
 
 class Digest(Base):

@@ -355,11 +355,11 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
         name = theme.name if native else (theme.name_en or theme.name)
         description = theme.description if native else ""
     if theme.derived and (native or theme.name_en):
-        description = lang.gettext("Grouped automatically by shared keywords: %(name)s", name=name)
+        description = _shared_description(theme, lang)
     elif theme.derived:  # its members share only words of the feed's language: name it by their papers
         name, description = _related_reads(theme, lang), lang.gettext(
             "Grouped automatically: these entries share distinctive terms.")
-    subtitle = theme.name_en if native else None
+    subtitle = theme.name_en if native and theme.name_en != name else None
     if theme.renamed:  # the editor's name for this week, in every language
         name, subtitle = theme.name, None
         description = ""  # the old theme's words would sit under the new name
@@ -369,6 +369,14 @@ def _section(theme: ThemeView, number: int, lang: Language) -> Section:
     return Section(anchor=f"theme-{number}", name=name, subtitle=subtitle,
                    description=description, entries=theme.entries, intro=theme.intro,
                    key=theme.key if choosable else None)
+
+
+def _shared_description(theme: ThemeView, lang: Language) -> str:
+    """What a derived section's entries share beyond the terms of its name (its heading says those)."""
+    if not theme.shared:
+        return lang.gettext("Grouped automatically: these entries share distinctive terms.")
+    return lang.gettext("Grouped automatically: these entries also share %(terms)s.",
+                        terms=lang.pgettext("list separator", ", ").join(theme.shared))
 
 
 def _related_reads(theme: ThemeView, lang: Language) -> str:

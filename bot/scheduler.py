@@ -72,7 +72,6 @@ from bot.digest.schedule import next_send_time as next_send_time  # re-exported:
 from bot.digest.schedule import send_trigger
 from bot.errors import BotError
 from bot.ingest import feeds as ingest_feeds
-from bot.ingest import vectors as ingest_vectors
 from bot.jobstore import JOBS_TABLE as JOBS_TABLE  # re-exported: older callers
 from bot.jobstore import make_jobstore as make_jobstore  # re-exported: service, tests
 from bot.jobstore import stored_next_run_times as stored_next_run_times  # status, tests
@@ -157,15 +156,6 @@ def poll_job() -> None:
     if any(result.status == "stopped" for result in results):
         log.info("poll interrupted: the service is stopping")
         return
-    try:
-        embedded = ingest_vectors.embed_new_entries(ctx.settings, ctx.factory, stop=ctx.stopping)
-    except SQLAlchemyError as exc:  # a database outage: the next poll embeds them
-        log.error("poll: cannot store the entries' sentence vectors: %s", exc)
-        return
-    if embedded.status == "error":
-        log.error("poll: %s", embedded.summary())
-    elif embedded.embedded or embedded.status == "unavailable":
-        log.info("poll: %s", embedded.summary())
     _read_with_llm(ctx)
 
 

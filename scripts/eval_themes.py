@@ -5,28 +5,25 @@ Writes one JSON file per ISO week (Asia/Shanghai) in the shape the scorer
 reads (what `digestbot preview --format json` prints), scores the weeks the
 labels cover, and with --show prints every week's sections with each entry's
 label and why it is there. The labelled sets (dev and held-out) and their
-scores side by side are bench/themes_quality.py.
+scores side by side are python -m evaluation.grouping.
 
     .venv/bin/python scripts/eval_themes.py --show
-    .venv/bin/python scripts/eval_themes.py --feed tests/fixtures/eval/pl-dev-en.xml \\
-        --labels tests/fixtures/eval/pl-dev-en_labels.tsv --show
+    .venv/bin/python scripts/eval_themes.py --feed tests/fixtures/dev/pl-dev/pl-dev-en.xml \\
+        --labels tests/fixtures/dev/pl-dev/pl-dev-en_labels.tsv --show
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
+from bot.themes import group_week, load_themes
+from evaluation import grouping as tq
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import themes_quality as tq  # noqa: E402
-
-from bot.themes import group_week, load_themes  # noqa: E402
 
 
 def main() -> int:
@@ -40,7 +37,7 @@ def main() -> int:
 
     themes = load_themes(args.themes)
     labels = tq.load_labels(args.labels)
-    scorer = tq.scorer()
+    scorer = tq.scorer
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="eval_themes_"))
     out_dir.mkdir(parents=True, exist_ok=True)
     weeks = tq.feed_weeks(args.feed)

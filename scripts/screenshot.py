@@ -1,8 +1,8 @@
 """Screenshot the digest email with headless Chromium (the README's picture).
 
-    .venv/bin/python scripts/screenshot.py             # docs/digest-<week>.png (600 wide)
+    .venv/bin/python -m scripts.screenshot             # docs/digest-<week>.png (600 wide)
                                                         # and docs/digest-<week>-mobile.png (375)
-    .venv/bin/python scripts/screenshot.py --week 2026-W39 --out-dir /tmp
+    .venv/bin/python -m scripts.screenshot --week 2026-W39 --out-dir /tmp
 
 It polls the bundled example feed into a scratch SQLite file, renders the
 latest complete week (or --week) exactly as it would be emailed, and shoots
@@ -16,7 +16,6 @@ import argparse
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -141,6 +140,5 @@ def main() -> None:
             print(f"{png} {png_size(png)[0]}x{png_size(png)[1]} {png.stat().st_size // 1024} KB")
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
+if __name__ == "__main__":  # python -m scripts.screenshot, from the repository root
     main()

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+from evaluation import grouping as tq
 
-import themes_quality as tq  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 Label = tuple[str, set[str]]  # primary topic, all its topics
 
@@ -63,7 +62,7 @@ def _f1(agree: int, disagree: int, together: int, same: int) -> tuple[float, flo
 
 def oracle(name: str, max_sections: int, catch_share: float) -> str:
     eval_set = tq.SETS[name]
-    scorer = tq.scorer()
+    scorer = tq.scorer
     labelled = tq.load_labels(eval_set.labels)
     totals = [0, 0, 0, 0]
     caught = entries = 0

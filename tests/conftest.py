@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pg
 import pytest
-from helpers import NO_EMBEDDING, Digestbot
+from helpers import Digestbot
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -45,11 +45,6 @@ FROM_ADDR = "强化学习周报 <digest@news.example.org>"
 REPLY_TO = "editor@example.org"
 
 pytest_plugins = ["smtp"]  # the real SMTP server fixture ``smtp_server``
-
-# The CLI run in-process reads this process's environment: no embedding after a poll unless a
-# test asks for it (see helpers.NO_EMBEDDING; tests/test_embedding.py turns it on).
-os.environ.update(NO_EMBEDDING)
-
 
 # --- databases ----------------------------------------------------------------------------
 
@@ -137,7 +132,6 @@ def make_settings(tmp_path: Path, fresh_db: FreshDB) -> Callable[..., Settings]:
             "DIGESTBOT_OUTBOX_DIR": str(tmp_path / "outbox"),
             "DIGESTBOT_SECRET_KEY": "test-secret-key-not-for-production",
             "DIGESTBOT_HTTP_TIMEOUT": "2",
-            **NO_EMBEDDING,
         }
         env.update({f"DIGESTBOT_{k.upper()}": str(v) for k, v in values.items()})
         return load_settings(env)

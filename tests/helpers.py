@@ -47,15 +47,9 @@ def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval:
 EXE = shutil.which("digestbot", path=str(Path(sys.executable).parent)) or "digestbot"
 
 
-# Tests poll the 77-entry fixture over and over; embedding it (bot.ingest.vectors) takes
-# ~20 s each time, so it is off unless a test turns it on (tests/test_embedding.py does).
-NO_EMBEDDING = {"DIGESTBOT_EMBED_ENTRIES": "false"}
-
-
 def digestbot_env(env: Mapping[str, str]) -> dict[str, str]:
-    """This process's environment minus any DIGESTBOT_* setting, plus ``env``
-    (entries are not embedded unless ``env`` says so)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")} | NO_EMBEDDING | dict(env)
+    """This process's environment minus any DIGESTBOT_* setting, plus ``env``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DIGESTBOT_")} | dict(env)
 
 
 class Digestbot:

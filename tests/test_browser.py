@@ -8,11 +8,9 @@ that lost it cannot pass silently.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import zlib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from test_digest import AFTER_FIXTURE, W40, poll_fixture
@@ -23,15 +21,7 @@ from bot.render import render_digest
 ROOT = Path(__file__).parent.parent
 
 
-def _load_screenshot_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("screenshot", ROOT / "scripts" / "screenshot.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-shots = _load_screenshot_script()
+from scripts import screenshot as shots  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from conftest import FEED_FIXTURE, FeedServer, FreshDB
-from helpers import NO_EMBEDDING, free_port
+from helpers import free_port
 from smtp import add_subscribers
 
 from bot.cli import cli
@@ -62,7 +62,7 @@ def env(fresh_db: FreshDB, tmp_path: Path) -> dict[str, str]:
 def run(env: dict[str, str], *args: str) -> Result:
     """The CLI in-process; its stdout is not a terminal, as in a pipe."""
     clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("DIGESTBOT_")}
-    return CliRunner().invoke(cli, list(args), env=clean | NO_EMBEDDING | env, catch_exceptions=False)
+    return CliRunner().invoke(cli, list(args), env=clean | env, catch_exceptions=False)
 
 
 @pytest.fixture

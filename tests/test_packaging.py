@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from bot import embedding
-
 ROOT = Path(__file__).parent.parent
 RUN_CLI = (
     "import bot, sys\n"
@@ -57,8 +55,7 @@ def digestbot(installed: Path, work: Path, *args: str) -> subprocess.CompletedPr
 
 def test_wheel_ships_everything_it_needs(installed):
     shipped = {p.relative_to(installed / "bot").as_posix() for p in (installed / "bot").rglob("*")}
-    assert {"data/messagedaily-rl.xml", "data/themes.toml", "data/learned_themes.json.gz", "data/sentence_head.json",
-            "data/sentence_neighbours.npz", "data/latent_head.json.gz",
+    assert {"data/messagedaily-rl.xml", "data/themes.toml", "data/learned_themes.json.gz", "data/common_words.json.gz",
             "migrations/env.py",
             "templates/digest.html", "templates/digest.txt", "templates/_entry.html"} <= shipped
     assert any(p.startswith("migrations/versions/0001") for p in shipped)
@@ -85,8 +82,7 @@ def test_the_main_job_runs_from_a_plain_install(installed, tmp_path):
         assert done.returncode == 0, f"{args}: {done.stderr}"
         if args == ["poll"]:
             assert "77 new" in done.stdout
-            if embedding.available():  # the main job embeds the entries for the themes
-                assert "77 entries embedded for the themes" in done.stdout
+            assert "embedded" not in done.stdout  # no sentence encoder any more (docs/grouping.md)
     preview = tmp_path / "var" / "preview-2026-W40.html"
     assert "9/28–10/4" in preview.read_text(encoding="utf-8")
     [mail] = (tmp_path / "var" / "outbox").glob("*.eml")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import NO_EMBEDDING
 from test_digest import FIXTURE, poll_fixture
 
 from bot.cli import cli
@@ -27,7 +26,7 @@ def polled(fresh_db, make_settings):
 def run(fresh_db, *args: str, **settings: str):
     """Invoke the CLI in-process with settings from the environment, as a user would."""
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("DIGESTBOT_")}
-    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(FIXTURE), **NO_EMBEDDING}
+    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(FIXTURE)}
     env |= {f"DIGESTBOT_{k.upper()}": v for k, v in settings.items()}
     return CliRunner().invoke(cli, ["preview", *args], env=env, catch_exceptions=False)
 

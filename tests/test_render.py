@@ -277,10 +277,10 @@ def test_english_edition_translates_catch_all_and_derived_sections():
     zh = sections(data, language("zh"))
     en = sections(data, language("en"))
     assert [(s.name, s.subtitle, s.description) for s in zh] == [
-        ("Harness / 脚手架", "Harness", "按共享关键词自动归组：Harness / 脚手架"),
+        ("Harness / 脚手架", "Harness", "按共享关键词自动归组：这些精读有共同的特征词。"),
         ("其他", None, "本周的其他文章。")]
     assert [(s.name, s.subtitle, s.description) for s in en] == [
-        ("Harness", None, "Grouped automatically by shared keywords: Harness"),
+        ("Harness", None, "Grouped automatically: these entries share distinctive terms."),
         ("Also this week", None, "The week's other entries.")]
     assert [s.anchor for s in en] == ["theme-1", "theme-2"]
 
@@ -301,7 +301,7 @@ def test_english_edition_names_a_section_of_chinese_terms_after_its_papers():
         ("Related reads", "Grouped automatically: these entries share distinctive terms.")]
     assert not any(CJK.search(s.name + s.description) for s in en)
     zh = sections(data, language("zh"))
-    assert [(s.name, s.description) for s in zh][0] == ("环境 / 沙盒", "按共享关键词自动归组：环境 / 沙盒")
+    assert [(s.name, s.description) for s in zh][0] == ("环境 / 沙盒", "按共享关键词自动归组：这些精读有共同的特征词。")
 
 
 def html_text(html: str) -> str:

@@ -1,7 +1,7 @@
 """Names of the sections made from shared terms (``bot.themes.derive``) and the
 everyday-word table behind them (``bot.themes.common_words``).
 
-The reproductions are from the dev feeds of other fields (tests/fixtures/fields),
+The reproductions are from the dev feeds of other fields (tests/fixtures/dev),
 grouped with the bundled RL themes, which do not fit them, as the digest groups them.
 """
 
@@ -18,24 +18,20 @@ from bot.themes.model import Item
 from bot.themes.terms import Vocabulary, one_latin_phrase, stem
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ROOT / "tests" / "fixtures" / "fields"
+FIELDS = ROOT / "tests" / "fixtures" / "dev"
 
 
 def _weeks(feed: Path) -> dict[str, list[Item]]:
-    import sys
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import themes_quality
+    from evaluation import grouping as themes_quality
 
     return themes_quality.feed_weeks(feed)
 
 
 def _section_named(feed: Path, week: str, titles: set[str]) -> str:
     """The name the digest gives the derived section holding ``titles`` in ``week``."""
-    import sys
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import themes_quality
+    from evaluation import grouping as themes_quality
 
     weeks = themes_quality.feed_weeks(feed)
     history = [item for label, items in weeks.items() if label < week for item in items]
@@ -108,10 +104,8 @@ def test_names_are_the_same_whatever_order_the_entries_come_in() -> None:
 def test_a_chinese_sections_english_name_comes_from_its_titles() -> None:
     """Seen on the recommender dev feed (in Chinese): a section on ranking was called "Joachims" in English,
     an author its summaries cite, and others "CIKM" (a venue) or "BM25" (a baseline)."""
-    import sys
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import themes_quality
+    from evaluation import grouping as themes_quality
 
     weeks = themes_quality.feed_weeks(FIELDS / "recsys-zh" / "recsys-zh.xml")
     derived = 0

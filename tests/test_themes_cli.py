@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import NO_EMBEDDING
 from rich.console import Console
 
 from bot import ingest, status
@@ -23,7 +22,7 @@ from bot.themes import load_themes, parse_themes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RL_FEED = FIXTURES / "messagedaily-rl.xml"
-PL_FEED = FIXTURES / "eval" / "pl-dev-en.xml"  # programming languages: not what the themes are for
+PL_FEED = FIXTURES / "dev" / "pl-dev" / "pl-dev-en.xml"  # programming languages: not what the themes are for
 
 
 def _poll(make_settings, fresh_db, feed: Path):
@@ -35,7 +34,7 @@ def _poll(make_settings, fresh_db, feed: Path):
 
 def _cli(fresh_db, feed: Path, *args: str, **settings: str) -> Result:
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("DIGESTBOT_")}
-    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(feed), **NO_EMBEDDING}
+    env |= {"DIGESTBOT_DATABASE_URL": fresh_db.url, "DIGESTBOT_FEED_URLS": str(feed)}
     env |= {f"DIGESTBOT_{k.upper()}": v for k, v in settings.items()}
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
 
@@ -107,7 +106,7 @@ def test_a_feed_of_another_field_is_grouped_by_its_own_terms(fresh_db, make_sett
     console = Console(record=True, width=200)
     status.render(report, console)
     text = console.export_text()
-    assert "does not fit this feed" in text and "digestbot themes suggest" in text
+    assert "does not fit: grouped on its own by shared terms" in text and "digestbot themes suggest" in text
 
 
 def test_status_says_the_default_themes_fit_the_bundled_feed(fresh_db, make_settings):
@@ -118,7 +117,7 @@ def test_status_says_the_default_themes_fit_the_bundled_feed(fresh_db, make_sett
     status.render(status.gather(settings, fresh_db.engine, fresh_db.factory), console)
     text = console.export_text()
     assert "clearly fit a theme" in text and "does not fit" not in text
-    assert "learned model: words only (DIGESTBOT_EMBED_ENTRIES=false)" in text
+    assert "learned model: the theme pack's word model" in text
 
 
 def test_a_broken_themes_file_is_reported_by_status(fresh_db, make_settings, tmp_path):
@@ -148,11 +147,13 @@ def test_preview_explain_json_gives_reason_terms_and_scores(polled_rl):
     for theme in data["themes"]:
         for entry in theme["entries"]:
             why = entry["why"]
-            # every entry of this week has keywords; the learned model or the feed's own terms may
-            # have moved it from its keyword theme, never out of the themes
-            assert why["reason"] in {"best_theme", "lone_theme", "fallback_theme", "weak_theme", "learned",
-                                     "feed_terms"}
+            # every entry of this week has keywords; the other readers may have moved it from its
+            # keyword theme, never out of the themes
+            assert why["reason"] in {"best_theme", "lone_theme", "fallback_theme", "readers"}
             assert why["theme"] == theme["key"]
+            # each reader's points, side by side
+            assert list(why["readers"]) == ["keywords", "words", "feed", "editor"]
+            assert why["readers"]["keywords"]["points"], why
             best = why["scores"][0]
             assert best["score"] > 0 and best["hits"] and {"term", "field", "points"} <= set(best["hits"][0])
     credit = next(e for e in entries if e["title"].startswith("信用分配四重奏"))

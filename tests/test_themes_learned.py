@@ -4,28 +4,27 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
-
-import themes_quality as tq  # noqa: E402
-
-from bot.themes import Item, ThemeSet, group_week, load_themes, parse_themes  # noqa: E402
-from bot.themes.explain import explanation_json, explanation_lines  # noqa: E402
-from bot.themes.grouping import LEARNED_WEIGHT  # noqa: E402
-from bot.themes.learned import (  # noqa: E402
+from bot.themes import Explanation, Item, ThemeSet, group_week, load_themes, parse_themes
+from bot.themes.explain import explanation_json, explanation_lines
+from bot.themes.learned import (
     MODEL_RESOURCE,
     WordModel,
-    model_for,
     model_from_json,
     model_to_json,
     model_words,
     shipped_model,
 )
+from bot.themes.readers import WORDS_WEIGHT, model_for
+from evaluation import grouping as tq
+
+
+def words_points(why: Explanation) -> float:
+    """The word reader's points for the theme the entry landed in."""
+    return sum(v.points.get(why.theme_key or "", 0.0) for v in why.votes if v.reader == "words")
 
 OTHER_THEMES = """
 [settings]
@@ -45,7 +44,7 @@ def test_the_shipped_model_knows_every_bundled_theme() -> None:
     themes = load_themes(None)
     assert set(model.theme_keys) == {theme.key for theme in themes.themes}
     chosen = model_for(themes)
-    assert chosen is not None and chosen.word is model
+    assert chosen is model
     assert len(model.index) > 50_000, "the vocabulary should cover common Chinese and English words"
     assert model.source, "the model should say how it was made"
 
@@ -56,7 +55,7 @@ def test_a_themes_file_with_other_themes_gets_no_learned_points() -> None:
     items = [Item(f"k{i}", f"Compaction in LSM-tree engines, part {i}", "Leveled compaction and write amplification.")
              for i in range(5)]
     grouping = group_week(items, themes)
-    assert all(why.learned_points == 0 for g in grouping.groups for why in g.explanations)
+    assert all(words_points(why) == 0 for g in grouping.groups for why in g.explanations)
 
 
 def _bundled_plus_own_theme() -> ThemeSet:
@@ -76,7 +75,7 @@ def test_an_operators_own_theme_keeps_the_entries_its_keywords_give_it() -> None
     reward = Item("r", "A process reward model for maths reasoning", "A process reward model scores each step; "
                   "a verifier and a reward model trained on preference pairs.")
     grouping = group_week([own, reward], themes)
-    placed = {why.key: (g.theme_key, why.learned_points) for g in grouping.groups for why in g.explanations}
+    placed = {why.key: (g.theme_key, words_points(why)) for g in grouping.groups for why in g.explanations}
     assert placed["q"] == ("quantum", 0.0)
     assert placed["r"][0] in {"reward_models", "credit_assignment"} and placed["r"][1] > 0
 
@@ -89,7 +88,7 @@ def _model_labels(name: str) -> list[tuple[int, str, str]]:
     keys = [theme.key for theme in themes.themes]
     eval_set = tq.SETS[name]
     labels = tq.load_labels(eval_set.labels)
-    find = tq.scorer().find
+    find = tq.scorer.find
     rows = []
     for week, items in tq.feed_weeks(eval_set.feed).items():
         if eval_set.weeks and week not in eval_set.weeks:
@@ -140,18 +139,16 @@ def test_explain_shows_the_learned_points_and_words() -> None:
     ]
     grouping = group_week(items, themes)
     explanations = [why for g in grouping.groups for why in g.explanations]
-    learned = [why for why in explanations if why.learned_points > 0]
+    learned = [why for why in explanations if words_points(why) > 0]
     assert learned, "with the bundled themes every entry gets the model's points"
-    # no sentence vectors here: at most LEARNED_WEIGHT x min_score
-    assert all(0 < why.learned_points <= LEARNED_WEIGHT * themes.min_score for why in learned)
+    assert all(0 < words_points(why) <= WORDS_WEIGHT * themes.min_score for why in learned)
     why = next(w for w in learned if w.key == "1")
-    assert why.learned_words
-    assert any(line.strip().startswith("learned: +") for line in explanation_lines(why))
-    # these items carry no sentence vector: the word model weighed alone
-    assert explanation_json(why)["learned"] == {"points": why.learned_points, "words": list(why.learned_words),
-                                                "sentence": None, "neighbours": None}
+    words = next(v for v in why.votes if v.reader == "words")
+    assert words.reasons[why.theme_key or ""].startswith("p=")
+    assert any(line.strip().startswith("words: p=") for line in explanation_lines(why))
+    assert explanation_json(why)["readers"]["words"]["points"][why.theme_key] == round(words_points(why), 2)
     without = group_week(items, themes, model=False)
-    assert all(w.learned_points == 0 for g in without.groups for w in g.explanations)
+    assert all(words_points(w) == 0 for g in without.groups for w in g.explanations)
 
 
 def test_the_model_survives_its_json_form() -> None:

@@ -17,7 +17,7 @@ import click
 
 from bot import ingest, logs
 from bot.cli import exits
-from bot.cli.app import App, LazyBar, LazyModule, console, err_console, pass_app, reports_errors, write_out
+from bot.cli.app import App, LazyModule, console, err_console, pass_app, reports_errors, write_out
 from bot.cli.output import chosen_format, emit_rows, format_option
 from bot.errors import BotError
 from bot.terminal import printable
@@ -25,12 +25,12 @@ from bot.terminal import printable
 if TYPE_CHECKING:
     from bot import db, titles
     from bot.ingest import feeds as managed
-    from bot.ingest import opml, vectors
+    from bot.ingest import opml
     from bot.ingest import queries as feed_queries
 else:  # the database layer loads when a command runs, not for --help
     db, titles = LazyModule("bot.db"), LazyModule("bot.titles")
     managed, feed_queries = LazyModule("bot.ingest.feeds"), LazyModule("bot.ingest.queries")
-    opml, vectors = LazyModule("bot.ingest.opml"), LazyModule("bot.ingest.vectors")
+    opml = LazyModule("bot.ingest.opml")
 
 
 @click.command()
@@ -53,25 +53,10 @@ def poll(app: App, feeds: tuple[str, ...]) -> None:
     total = sum(r.new for r in results)
     failed = sum(r.status == "error" for r in results)
     console.print(f"{len(results)} feed(s) polled, {total} new entries, {failed} failed")
-    _embed(app)
     _read_with_llm(app)
     code = exits.after_polls(len(results), failed)
     if code != exits.OK:
         sys.exit(code)
-
-
-def _embed(app: App) -> None:
-    """Embed the entries that have no sentence vector yet, with a progress bar
-    (about 0.6 s an entry, the vector and its latent terms: the first poll of a long feed takes a while)."""
-    bar = LazyBar("embedding entries for the themes", transient=True)
-    try:
-        result = vectors.embed_new_entries(app.settings, app.factory, on_progress=bar.update)
-    finally:
-        bar.stop()
-    if result.status == "error":
-        err_console.print(printable(result.summary()), markup=False)
-    elif result.status == "unavailable" or result.embedded:
-        console.print(printable(result.summary()), markup=False)
 
 
 def _read_with_llm(app: App) -> None:
@@ -173,7 +158,6 @@ def feeds_add(app: App, url: str, name: str | None, backfill: bool) -> None:
     with _poll_reported_here(app):
         [result] = ingest.poll_feeds(app.settings, app.factory, [normal])
     _show_result(result)
-    _embed(app)
     if result.status == "error":
         err_console.print("warning: the first poll failed; the feed stays added and is polled "
                           f"with the others (`digestbot feeds remove {feed_id}` if it was a typo)",
@@ -296,7 +280,7 @@ def _first_polls(app: App, urls: list[str]) -> int:
     """Poll the feeds just added, printing each result; the number that failed."""
     with _poll_reported_here(app):
         results = ingest.poll_feeds(app.settings, app.factory, urls, on_result=_show_result)
-    _embed(app)
+    _read_with_llm(app)
     return sum(r.status == "error" for r in results)
 
 

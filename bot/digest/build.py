@@ -3,26 +3,25 @@ them for rendering. Reads only; freezing is ``bot.digest.freeze``."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy.orm import Session
 
-from bot import embedding, models
+from bot import models
 from bot.config import Settings
 from bot.digest import draft_queries, queries, theme_fit
 from bot.digest.edits import apply_edits
 from bot.digest.text import clean_line, safe_link, trim_summary
 from bot.digest.views import DigestData, DigestEntryView, ThemeView, section_key
 from bot.digest.week import Week, parse_week, week_of
-from bot.llm import shim
 from bot.llm.answer import Reading
 from bot.llm.present import attach_intros, tldr_for
-from bot.llm.reader import explain, load_readings
-from bot.themes import Item, group_items, load_themes
+from bot.llm.reader import explain, llm_reader, load_readings
+from bot.themes import READERS, EditorLabel, Group, Item, group_week, load_themes
 from bot.titles import digest_title
 
 
@@ -47,12 +46,12 @@ def build_digest(session: Session, week: Week, settings: Settings) -> DigestData
                if queries.active_feed_count(session) > 1 else {})
     # the weeks before tell the grouping how common a word is in this feed
     history = theme_fit.history_items(session, week.start)
-    # the sentence vectors stored after each poll, for the grouping's learned model
-    vectors = queries.entry_vectors(session, [entry.id for entry, _ in chosen], embedding.ENCODER)
+    # the editor's placements of earlier weeks, which entries like them follow
+    labels = theme_fit.labels_before(session, week.label)
     theme_set = load_themes(settings.themes_file)
     # the language model's cached readings (bot.llm; none when it is off): read after the poll, never here
     readings = load_readings(session, _items(chosen), theme_set, settings)
-    data = apply_edits(assemble(week, chosen, settings, sources, history, vectors, readings), edits, theme_set)
+    data = apply_edits(assemble(week, chosen, settings, sources, history, labels, readings), edits, theme_set)
     data = attach_intros(session, data, settings)
     return replace(data, after_approval=waiting, title=digest_title(settings, session))
 
@@ -68,12 +67,6 @@ def _as_approved(
         return chosen, 0
     kept = [(entry, late) for entry, late in chosen if entry.first_seen_at <= approved_at]
     return kept, len(chosen) - len(kept)
-
-
-def _stored(vectors: Mapping[int, embedding.Stored] | None, entry_id: int) -> dict[str, Any]:
-    """An entry's stored vector and latent terms as ``Item`` fields (none where it has no vector)."""
-    found = (vectors or {}).get(entry_id)
-    return {"vector": found.vector, "latent": found.latent} if found is not None else {}
 
 
 def _one_per_article(chosen: list[tuple[models.Entry, bool]]) -> list[tuple[models.Entry, bool]]:
@@ -115,7 +108,7 @@ def _backfill(session: Session, week: Week, taken: set[int]) -> list[models.Entr
 def assemble(
     week: Week, chosen: Sequence[tuple[models.Entry, bool]], settings: Settings,
     sources: Mapping[int, str] | None = None, history: Sequence[Item] = (),
-    vectors: Mapping[int, embedding.Stored] | None = None, readings: Mapping[str, Reading] | None = None,
+    labels: Sequence[EditorLabel] = (), readings: Mapping[str, Reading] | None = None,
 ) -> DigestData:
     """Group the chosen (entry, late) pairs into themes and shape them for rendering.
 
@@ -125,12 +118,14 @@ def assemble(
     keys = _item_keys([entry for entry, _ in chosen])
     items = [
         Item(key=keys[entry.id], title=clean_line(entry.title), summary=entry.summary_text or "",
-             papers=tuple(entry.papers or ()), **_stored(vectors, entry.id))
+             papers=tuple(entry.papers or ()), feed=str(entry.feed_id))
         for entry, _ in chosen
     ]
-    theme_set = load_themes(settings.themes_file)
-    groups = group_items(items, theme_set, history=history) if items else []
-    groups = shim.decide(groups, readings or {}, theme_set)  # LLM-SHIM (issue 34): goes when the reader is wired
+    themes_file = load_themes(settings.themes_file)
+    # the language model is one more reader (bot.llm.reader), when it has read these entries
+    readers = (*READERS, llm_reader) if readings else READERS
+    groups = group_week(items, themes_file, history=history, labels=labels, extra={"llm": readings or {}},
+                        readers=readers).groups if items else []
     # why each entry is where it is (`digestbot preview --explain`)
     why = {ex.key: ex for group in groups for ex in group.explanations}
     by_key = {keys[entry.id]: (entry, late) for entry, late in chosen}
@@ -146,6 +141,7 @@ def assemble(
                           for key in group.keys),
             derived=group.theme_key is None and not group.catch_all,
             key=section_key(group.theme_key, group.catch_all, group.name),
+            shared=_shared_terms(group),
         )
         for group in groups
     )
@@ -168,6 +164,15 @@ def _with_reading(view: DigestEntryView, reading: Reading | None, language: str)
         return view
     return replace(view, papers=tuple(clean_line(p) for p in reading.papers),
                    tldr=tldr_for(reading, view.title + view.summary, language), llm=explain(reading))
+
+
+def _shared_terms(group: Group, most: int = 3) -> tuple[str, ...]:
+    """A derived section's terms shared by at least two of its entries, besides its name's."""
+    if group.kind != "derived":
+        return ()
+    named = {term.casefold() for term in group.terms}
+    counts = Counter(term for why in group.explanations for term in why.shared_terms if term.casefold() not in named)
+    return tuple(term for term, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2)[:most]
 
 
 def _item_keys(entries: Iterable[models.Entry]) -> dict[int, str]:

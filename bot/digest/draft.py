@@ -206,6 +206,7 @@ def _entry_edit(factory: sessionmaker[Session], settings: Settings, text: str, w
                                   "leave out --week to edit it there")
         if excluded is not None:
             draft_queries.set_entry(session, week.label, row.id, now, excluded=excluded)
+            draft_queries.record_label(session, row, week.label, now, action="exclude" if excluded else "include")
             what = "left out of" if excluded else "put back into"
             done = f"{week.label}: entry {row.id} “{view.title}” {what} the digest"
         else:
@@ -215,6 +216,9 @@ def _entry_edit(factory: sessionmaker[Session], settings: Settings, text: str, w
                                  hint=f"put it back first: `digestbot draft include {row.id}`")
             # kept even where the grouping puts it now: the editor placed it there
             draft_queries.set_entry(session, week.label, row.id, now, section=choice.key)
+            themes = {theme.key for theme in load_themes(settings.themes_file).themes}
+            draft_queries.record_label(session, row, week.label, now, action="move", section=choice.key,
+                                       theme_key=choice.key if choice.key in themes else None)
             done = f"{week.label}: entry {row.id} “{view.title}” moved to “{choice.name}”"
         return done + _withdraw(session, draft, now)
 

@@ -11,7 +11,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from bot.digest.edits import WeekEdits
-from bot.models import Digest, DraftEntry, DraftSection, DraftWeek
+from bot.models import Digest, DraftEntry, DraftSection, DraftWeek, EditorLabel, Entry
 
 
 def week_row(session: Session, week: str, now: datetime | None = None) -> DraftWeek | None:
@@ -157,3 +157,22 @@ def forget_week(session: Session, week: str) -> None:
     for table in (DraftEntry, DraftSection, DraftWeek):
         session.execute(delete(table).where(table.week == week))
     session.flush()
+
+
+def record_label(session: Session, entry: Entry, week: str, now: datetime, *, action: str,
+                 section: str = "", theme_key: str | None = None) -> None:
+    """Keep an editor's placement of ``entry`` in ``week`` as a label for its feed (``editor_labels``):
+    a move to ``section`` (``theme_key`` when that section is a theme) or an exclusion. The entry's
+    latest placement in a week is its label there; ``action`` "include" (put back) only clears it."""
+    session.execute(delete(EditorLabel).where(EditorLabel.entry_id == entry.id, EditorLabel.week == week))
+    if action != "include":
+        session.add(EditorLabel(feed_id=entry.feed_id, entry_id=entry.id, week=week, action=action, section=section,
+                                theme_key=theme_key, title=entry.title, summary=entry.summary_text or "",
+                                created_at=now))
+    session.flush()
+
+
+def editor_labels(session: Session, before_week: str) -> list[EditorLabel]:
+    """Every label of the weeks before ``before_week`` (ISO labels sort by time), oldest first."""
+    return list(session.scalars(select(EditorLabel).where(EditorLabel.week < before_week)
+                                .order_by(EditorLabel.week, EditorLabel.id)))

@@ -11,9 +11,8 @@ from typing import cast
 from sqlalchemy import ColumnElement, Connection, Table, func, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from bot import embedding
 from bot.digest.week import week_of
-from bot.models import Digest, DigestEntry, Entry, EntrySource, EntryVector, Feed, FeedState
+from bot.models import Digest, DigestEntry, Entry, EntrySource, Feed, FeedState
 
 _DIGESTS = cast(Table, Digest.__table__)
 
@@ -215,26 +214,6 @@ def frozen_digests(session: Session, limit: int | None = None) -> list[Digest]:
     if limit is not None:
         query = query.limit(limit)
     return list(session.scalars(query))
-
-
-def entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> dict[int, embedding.Stored]:
-    """The stored sentence vectors from ``encoder`` of the given entries (those that have one),
-    each with its latent terms (None where they were stored without)."""
-    vectors: dict[int, embedding.Stored] = {}
-    for chunk in _chunks(entry_ids):
-        rows = session.execute(select(EntryVector.entry_id, EntryVector.vector, EntryVector.latent).where(
-            EntryVector.entry_id.in_(chunk), EntryVector.encoder == encoder))
-        vectors.update((row.entry_id, embedding.Stored(embedding.unpack(row.vector),
-                                                       embedding.unpack_latent(row.latent) if row.latent else None))
-                       for row in rows)
-    return vectors
-
-
-def count_entry_vectors(session: Session, entry_ids: Sequence[int], encoder: str) -> int:
-    """How many of the given entries have a sentence vector and latent terms from ``encoder``
-    (all the poll reads; a row stored before the latent terms is read again by the next poll)."""
-    return sum(session.scalar(select(func.count()).select_from(EntryVector).where(
-        EntryVector.entry_id.in_(chunk), EntryVector.complete(encoder))) or 0 for chunk in _chunks(entry_ids))
 
 
 def _chunks(ids: Sequence[int], size: int = 500) -> Iterable[list[int]]:

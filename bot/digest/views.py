@@ -59,6 +59,8 @@ class ThemeView:
     renamed: bool = False  # the editor named it for this week: ``name`` is used in every language
     intro: str = ""  # one or two sentences on what its entries share (bot.llm; the editor's, if edited)
     described: bool = False  # the editor wrote ``description`` for this week: used in every language
+    # a derived section: the terms most of its entries share besides those of its name
+    shared: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

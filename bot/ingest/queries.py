@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from bot.ingest.urls import article_key, fingerprint, normalise_feed_url
-from bot.models import Entry, EntrySource, EntryVector, Feed, FeedState
+from bot.models import Entry, EntrySource, Feed, FeedState
 
 if TYPE_CHECKING:  # feedparser loads with the parser, not with the queries
     from bot.ingest.parse import ParsedEntry
@@ -297,36 +297,7 @@ def _update_entry(session: Session, entry_id: int, item: ParsedEntry, now: datet
             updated_at=now,
         )
     )
-    # the text changed: its sentence vector is read again after this poll
-    session.execute(delete(EntryVector).where(EntryVector.entry_id == entry_id))
 
 
 def count_entries(session: Session) -> int:
     return session.scalar(select(func.count()).select_from(Entry)) or 0
-
-
-def entries_without_vector(session: Session, encoder: str) -> list[tuple[int, str, str]]:
-    """(id, title, summary text) of every entry with no sentence vector and latent terms
-    from ``encoder``, newest first: the weeks still to be mailed come first."""
-    has_vector = select(EntryVector.entry_id).where(EntryVector.complete(encoder))
-    rows = session.execute(
-        select(Entry.id, Entry.title, Entry.summary_text)
-        .where(Entry.id.not_in(has_vector))
-        .order_by(Entry.published_at.desc(), Entry.id.desc())
-    )
-    return [(row.id, row.title, row.summary_text or "") for row in rows]
-
-
-def save_vectors(session: Session, vectors: dict[int, tuple[bytes, bytes]], encoder: str, now: datetime) -> int:
-    """Store (sentence vector, latent terms) by entry id, replacing older ones; entries
-    deleted meanwhile (a feed removed during the reading) are skipped. How many were stored."""
-    alive = set(session.scalars(select(Entry.id).where(Entry.id.in_(list(vectors)))))
-    if not alive:
-        return 0
-    session.execute(delete(EntryVector).where(EntryVector.entry_id.in_(alive)))
-    session.execute(insert(EntryVector), [
-        {"entry_id": entry_id, "encoder": encoder, "vector": vectors[entry_id][0], "latent": vectors[entry_id][1],
-         "created_at": now}
-        for entry_id in sorted(alive)
-    ])
-    return len(alive)

@@ -13,19 +13,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from bot.themes.vote import Vote
+
 SectionKind = Literal["theme", "derived", "catch_all"]
 
 # Why an entry is where it is (codes for `digestbot preview --explain`, not prose).
 Reason = Literal[
-    "best_theme",  # its best theme, which scored at least min_score
+    "best_theme",  # its keywords' best theme, where the readers' points put it too
+    "readers",  # the readers' points together put it in another theme than its keywords alone
     "lone_theme",  # its best theme, kept although the entry is alone on it this week
     "fallback_theme",  # its best theme's section was dissolved (max_sections); next-best kept theme
-    "feed_terms",  # its keywords left it undecided; it shares most terms with this theme's clear entries
-    "learned",  # the learned model (words, and the sentence vector) leans to this theme over its keywords' choice
-    "weak_theme",  # below min_score, but its keywords lean plainly to a theme with a section this week
     "shared_terms",  # a derived section: shares distinctive terms with the other members
-    "themes_do_not_fit",  # the feed's recent entries fit the themes file too poorly; grouped by shared terms
-    "no_theme",  # catch-all: no theme scored min_score and no derived section took it
+    "themes_do_not_fit",  # its feed's recent entries fit the themes file too poorly; grouped by shared terms
+    "no_theme",  # catch-all: no theme reached min_score with evidence and no derived section took it
     "over_cap",  # catch-all: its section was dissolved to stay within max_sections
 ]
 
@@ -90,10 +90,7 @@ class Item:
     title: str
     summary: str
     papers: tuple[str, ...] = ()
-    # the entry's sentence vector (bot.embedding), stored when it was polled; None without one
-    vector: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
-    # its latent terms (bot.embedding.encode_latent), stored with the vector; None without them
-    latent: tuple[tuple[int, float], ...] | None = field(default=None, repr=False, compare=False)
+    feed: str = ""  # which feed it came from: fit is judged per feed
 
 
 @dataclass(frozen=True)
@@ -104,7 +101,6 @@ class Hit:
     field: Literal["title", "summary"]
     count: int
     points: float
-    discounted: bool = False  # after "instead of", "相比" ...: a baseline, not the topic
 
 
 @dataclass(frozen=True)
@@ -118,20 +114,14 @@ class ThemeScore:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why one entry is in its section: the reason code, and the evidence."""
+    """Why one entry is in its section: the reason code, every reader's vote, the keyword hits."""
 
     key: str
     reason: Reason
     theme_key: str | None  # the theme it landed in, if any
-    top: tuple[ThemeScore, ...]  # its best themes, highest first (at most three)
+    top: tuple[ThemeScore, ...]  # its best themes by keywords, highest first (at most three)
     shared_terms: tuple[str, ...] = ()  # derived sections: the terms it shares
-    feed_points: float = 0.0  # points its theme got from the feed's own usage (bot.themes.affinity)
-    feed_terms: tuple[str, ...] = ()  # ... and the terms it shares with that theme's clear entries
-    learned_points: float = 0.0  # points its theme got from the learned word model (bot.themes.learned)
-    learned_words: tuple[str, ...] = ()  # ... and the words that weighed most for that theme
-    learned_sentence: float | None = None  # the sentence model's probability for that theme (None: no vector)
-    # of the nearest labelled entries (bot.themes.neighbours), how many are on that theme, and how many voted
-    learned_votes: tuple[int, int] | None = None
+    votes: tuple[Vote, ...] = ()  # each reader's points and reasons, in the readers' order
 
 
 @dataclass(frozen=True)

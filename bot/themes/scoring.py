@@ -6,11 +6,6 @@
 - **Longest match first.** All keywords are matched in one pass and the
   longest claims its characters, so "process reward model" is not also the
   shorter "process reward" of another theme.
-- **Baselines are not the topic.** A keyword in a clause after a contrast cue
-  ("instead of", "rather than", "unlike", "outperforms", 而不是, 相比, 不同于,
-  超过, 无需 ...) is a comparison, not what the entry is about; it earns
-  ``CONTRAST_FACTOR`` of its points. "不依赖提示脚手架" does not make a
-  search agent a harness paper.
 - **Repeats show focus** in a summary, with diminishing returns.
 
 Every point is recorded as a ``Hit``, so ``--explain`` can show where a score
@@ -30,32 +25,9 @@ from bot.themes.lexicon import TIER_WEIGHTS
 from bot.themes.model import Hit, Item, ThemeScore, ThemeSet
 
 TITLE_WEIGHT = 3.0  # a keyword in the title is worth this many summary mentions
-CONTRAST_FACTOR = 0.2  # what a keyword after "instead of" / 相比 still earns
 
 _SEPARATORS = " -_"
 _SEPARATOR_RE = r"[\s\-_]?"
-
-# Cues that open a comparison or a negation inside a clause: what follows them
-# (to the end of the clause) is a baseline or something the entry does not do.
-_CONTRAST_CUES = (
-    "而不是", "不是", "并非", "而非", "不依赖", "无需", "无须", "不需要", "不必", "没有", "不用",
-    "相比", "相较", "相对于", "对比", "不同于", "区别于", "优于", "超过", "超越", "胜过", "击败",
-    "替代", "取代", "代替", "摆脱",
-)
-_CONTRAST_WORDS = (
-    "instead of", "rather than", "without", "unlike", "compared with", "compared to", "than",
-    "not", "no", "outperform", "outperforms", "outperforming", "beat", "beats", "beating",
-    "surpass", "surpasses", "replace", "replaces", "replacing", "versus", "vs",
-    "drop", "drops", "dropping", "remove", "removes", "removing", "eliminate", "eliminates",
-    "eliminating", "discard", "discards", "dispense with", "dispenses with", "free of",
-)
-_CONTRAST_RE = re.compile(
-    "|".join(re.escape(cue) for cue in _CONTRAST_CUES)
-    + r"|(?<![a-z0-9])(?:"
-    + "|".join(re.escape(word) for word in sorted(_CONTRAST_WORDS, key=len, reverse=True))
-    + r")(?![a-z0-9])"
-)
-_CLAUSE_END_RE = re.compile(r"[,.;:!?，。；：！？、()（）\[\]【】「」“”\"]| - | — ")
 
 
 def normalise_text(text: str) -> str:
@@ -179,17 +151,8 @@ def lexicon(themes: ThemeSet) -> _Lexicon:
     return _Lexicon(tuple(keywords), by_anchor, len(themes.themes), by_opening)
 
 
-def _contrast_spans(normal: str) -> list[tuple[int, int]]:
-    """Stretches of text from a contrast cue to the end of its clause."""
-    spans = []
-    for cue in _CONTRAST_RE.finditer(normal):
-        end = _CLAUSE_END_RE.search(normal, cue.end())
-        spans.append((cue.end(), end.start() if end else len(normal)))
-    return spans
-
-
-def keyword_hits(lex: _Lexicon, text: str) -> Counter[tuple[int, bool]]:
-    """Count hits per (keyword, after a contrast cue) in one text, longest match first."""
+def keyword_hits(lex: _Lexicon, text: str) -> Counter[int]:
+    """Count hits per keyword in one text, longest match first."""
     normal = normalise_text(text)
     spans: list[tuple[int, int, int]] = []
     present = {normal[i : i + 2] for i in range(len(normal) - 1)} | set(normal)
@@ -202,13 +165,12 @@ def keyword_hits(lex: _Lexicon, text: str) -> Counter[tuple[int, bool]]:
     if not spans:
         return Counter()
     spans.sort(key=lambda s: (-lex.keywords[s[2]].length, -(s[1] - s[0]), s[0], s[2]))
-    contrast = _contrast_spans(normal)
     taken = bytearray(len(normal))
-    hits: Counter[tuple[int, bool]] = Counter()
+    hits: Counter[int] = Counter()
     for start, end, number in spans:
         if end > start and not any(taken[start:end]):
             taken[start:end] = b"\x01" * (end - start)
-            hits[(number, any(lo <= start < hi for lo, hi in contrast))] += 1
+            hits[number] += 1
     return hits
 
 
@@ -225,15 +187,13 @@ def score_details(item: Item, themes: ThemeSet, lex: _Lexicon | None = None) -> 
     hits: list[list[Hit]] = [[] for _ in range(lex.theme_count)]
     scores = [0.0] * lex.theme_count
     for text, field in ((item.title, "title"), (item.summary, "summary")):
-        for (number, contrasted), count in sorted(keyword_hits(lex, text).items()):
+        for number, count in sorted(keyword_hits(lex, text).items()):
             keyword = lex.keywords[number]
             credit = TITLE_WEIGHT if field == "title" else _summary_credit(count)
-            if contrasted:
-                credit *= CONTRAST_FACTOR
             for theme_index, weight in keyword.targets:
                 points = weight * credit
                 scores[theme_index] += points
-                hits[theme_index].append(Hit(keyword.label, field, count, round(points, 3), contrasted))  # type: ignore[arg-type]
+                hits[theme_index].append(Hit(keyword.label, field, count, round(points, 3)))  # type: ignore[arg-type]
     return tuple(
         ThemeScore(theme.key, round(scores[i], 6), tuple(sorted(hits[i], key=lambda h: (-h.points, h.term))))
         for i, theme in enumerate(themes.themes)
