@@ -1,38 +1,35 @@
 """How well the language model's readings group held-out weeks: recorded answers replayed.
 
-usage: python bench/llm_quality.py [SET ...]
+usage: python -m bench.llm_quality [SET ...]
 
 For each set of tests/fixtures/llm/ (see its README) it starts the loopback
-chat-completions server (tests/llm_server.py) serving the recorded answers by
+chat-completions server (``evaluation.llm_server``) serving the recorded answers by
 request hash, sends every entry's reading request through the bot's own client
-(``bot.llm.client.Caller``), validates each answer as the bot does, groups each
-week by the model's primary theme (no valid answer or no theme: the catch-all),
-and prints pairwise F1 with tests/fixtures/eval/score_grouping.py beside the
-offline grouping's F1 on the same weeks. Sets without answers yet are said so.
+(``bot.llm.client.Caller``), validates each answer as the bot does, and prints
+pairwise F1 (``evaluation.score``) three ways: the weeks grouped by the model's
+primary theme alone; the pipeline as shipped, the model one more reader
+(``bot.llm.reader.llm_reader``: a confident answer decides, the rest is the
+offline readers'); and the offline pipeline alone.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.config import load_settings
+from bot.ingest.parse import parse
+from bot.llm.answer import AnswerError, Reading, parse_reading
+from bot.llm.client import Budget, Caller, CallError
+from bot.llm.reader import entry_text_of, llm_reader, request_for, tldr_languages
+from bot.themes import READERS, Group, Item, ThemeSet, group_week, load_themes
+from evaluation import score as score_mod
+from evaluation.grouping import EvalSet, evaluate, feed_weeks, load_labels
+from evaluation.llm_server import replay, running
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(Path(__file__).parent))
-
-import themes_quality as tq  # noqa: E402
-from llm_server import replay, running  # noqa: E402
-
-from bot.config import load_settings  # noqa: E402
-from bot.ingest.parse import parse  # noqa: E402
-from bot.llm import shim  # noqa: E402
-from bot.llm.answer import AnswerError, Reading, parse_reading  # noqa: E402
-from bot.llm.client import Budget, Caller, CallError  # noqa: E402
-from bot.llm.reader import entry_text_of, request_for, tldr_languages  # noqa: E402
-from bot.themes import ThemeSet, load_themes  # noqa: E402
-
 LLM = ROOT / "tests" / "fixtures" / "llm"
 MODEL = "recorded-eval"
 THEMES = {"bio-en": LLM / "sets" / "bio-themes.toml"}
@@ -65,16 +62,15 @@ def readings(name: str, themes: ThemeSet) -> tuple[dict[str, Reading | None], in
     return found, answered, refused
 
 
-def llm_weeks(name: str, read: dict[str, Reading | None], confident_only: bool) -> list[dict[str, Any]]:
-    """The set's weeks as the scorer reads them, grouped by the model's primary theme."""
-    weeks = tq.feed_weeks(LLM / "sets" / name / "feed.xml", vectors=False)
+def primary_weeks(name: str, read: dict[str, Reading | None]) -> list[dict[str, Any]]:
+    """The set's weeks as the scorer reads them, grouped by the model's primary theme alone."""
     out = []
-    for week, items in weeks.items():
+    for week, items in feed_weeks(LLM / "sets" / name / "feed.xml").items():
         sections: dict[str, list[str]] = {}
         rest = []
         for item in items:
             r = read.get(item.title)
-            if r is None or r.primary is None or (confident_only and not r.confident):
+            if r is None or r.primary is None:
                 rest.append(item.title)
             else:
                 sections.setdefault(r.primary, []).append(item.title)
@@ -85,41 +81,35 @@ def llm_weeks(name: str, read: dict[str, Reading | None], confident_only: bool) 
     return out
 
 
-def offline(name: str, themes: ThemeSet, read: dict[str, Reading | None] | None = None) -> float:
-    """The offline grouping's F1; with ``read``, as the bot ships it: a confident reading moves its
-    entry to its theme's section over the offline grouping (``bot.llm.shim``), the rest stay."""
-    eval_set = tq.EvalSet(name, LLM / "sets" / name / "feed.xml", LLM / "sets" / name / "labels.tsv")
-    if read is None:
-        score, _ = tq.evaluate(eval_set, themes)
-        return score.f1
+def pipeline_f1(name: str, themes: ThemeSet, read: dict[str, Reading | None] | None = None) -> float:
+    """The pipeline's F1 on the set: offline alone, or with the model as one more reader."""
+    eval_set = EvalSet(name, LLM / "sets" / name / "feed.xml", LLM / "sets" / name / "labels.tsv")
 
-    def grouper(items: Any, themes: ThemeSet, history: Any) -> Any:
-        by_key = {item.key: read.get(item.title) for item in items}
-        return shim.decide(tq.grouped(items, themes, history), {k: r for k, r in by_key.items() if r}, themes)
+    def grouper(items: Sequence[Item], themes: ThemeSet, history: Sequence[Item]) -> list[Group]:
+        extra = {"llm": {item.key: r for item in items if (r := (read or {}).get(item.title))}}
+        readers = (*READERS, llm_reader) if read is not None else READERS
+        return group_week(items, themes, history=history, extra=extra, readers=readers).groups
 
-    score, _ = tq.evaluate(eval_set, themes, grouper)
+    score, _ = evaluate(eval_set, themes, grouper)
     return score.f1
 
 
 def main(names: list[str]) -> int:
-    score_mod = tq.scorer()
     sets = names or sorted(p.name for p in (LLM / "prompts").iterdir() if p.is_dir())
     for name in sets:
         themes = load_themes(THEMES.get(name))
         answers = LLM / "answers" / name
         total = len(list((LLM / "prompts" / name).glob("*.json")))
-        base = offline(name, themes)
+        base = pipeline_f1(name, themes)
         if not answers.is_dir() or not any(answers.glob("*.json")):
             print(f"{name:13} no recorded answers yet ({total} prompts)   | offline F1 {base:.3f}")
             continue
         read, answered, refused = readings(name, themes)
-        labels = tq.load_labels(LLM / "sets" / name / "labels.tsv")
-        p, r, f1, _ = score_mod.score(labels, llm_weeks(name, read, confident_only=False))
-        _, _, f1_sure, _ = score_mod.score(labels, llm_weeks(name, read, confident_only=True))
-        shipped = offline(name, themes, read)
-        print(f"{name:13} LLM primary F1 {f1:.3f} (P {p:.3f} R {r:.3f}; confident only, rest unsorted "
-              f"{f1_sure:.3f}) | as shipped (confident decide, rest offline) {shipped:.3f} | offline F1 {base:.3f}"
-              f"  [answers {answered}/{total}, refused {refused}]")
+        labels = load_labels(LLM / "sets" / name / "labels.tsv")
+        p, r, f1, _ = score_mod.score(labels, primary_weeks(name, read))
+        shipped = pipeline_f1(name, themes, read)
+        print(f"{name:13} LLM primary F1 {f1:.3f} (P {p:.3f} R {r:.3f}) | as shipped (one more reader) "
+              f"{shipped:.3f} | offline F1 {base:.3f}  [answers {answered}/{total}, refused {refused}]")
     return 0
 
 

@@ -1,5 +1,5 @@
 """The optional language-model reader (bot.llm) against a real chat-completions server on
-127.0.0.1 (tests/llm_server.py) with scripted answers, through poll, draft, preview and send
+127.0.0.1 (evaluation/llm_server.py) with scripted answers, through poll, draft, preview and send
 (the real SMTP server). Every address here is loopback."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import FeedServer, FreshDB
 from helpers import any_db
-from llm_server import ChatServer, Reply, running, user_text
+from evaluation.llm_server import ChatServer, Reply, running, user_text
 from smtp import SmtpServer, add_subscribers
 
 from bot.cli import cli
@@ -416,7 +416,7 @@ def tmp_path_feed(make_settings: Any, fresh_db: FreshDB) -> str:
 
 
 def test_replay_serves_recorded_answers_by_request_hash(tmp_path: Path, make_settings: Any) -> None:
-    from llm_server import replay
+    from evaluation.llm_server import replay
 
     prompts, answers = tmp_path / "prompts", tmp_path / "answers"
     prompts.mkdir()
@@ -519,7 +519,7 @@ def test_recorded_answers_replay_through_poll_and_preview(fresh_db: FreshDB, tmp
                                                          feed_server: FeedServer) -> None:
     """The bot, polling the bio-en feed, sends exactly the recorded requests (the replay finds an
     answer for every entry) and its sections follow the confident answers."""
-    from llm_server import load_answer, replay
+    from evaluation.llm_server import load_answer, replay
 
     llm = ROOT / "tests" / "fixtures" / "llm"
     feed = feed_server.serve("/bio.xml", (llm / "sets" / "bio-en" / "feed.xml").read_bytes())

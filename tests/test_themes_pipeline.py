@@ -87,3 +87,23 @@ def test_a_reader_plugs_in_and_a_confident_one_decides() -> None:
     why = next(w for g in grouping.groups for w in g.explanations if w.key == "p")
     assert [v.reader for v in why.votes] == ["keywords", "words", "feed", "editor", "oracle"]
     assert any("oracle decides memory" in line for line in explanation_lines(why))
+
+
+def test_a_feed_the_keywords_miss_is_placed_when_a_confident_reader_decides_it() -> None:
+    """Another field's feed whose words the themes' keywords miss is grouped by shared terms,
+    unless a reader that decides (a confident language model) places most of its week: then
+    its entries go under the themes the reader chose."""
+    def oracle(item: Item, context) -> Vote:  # type: ignore[no-untyped-def]
+        answer = context.extra.get("oracle", {}).get(item.key)
+        return Vote("oracle", decides=str(answer) if answer else None)
+
+    week = [Item(f"e{n}", f"Cohort study {n} of hospital admissions",
+                 f"Admissions and discharge records, part {n}, cohort analysis.", feed="clinic")
+            for n in range(6)]
+    apart = group_week(week, THEMES, readers=(*READERS, oracle))
+    assert all(theme is None for theme in _placed(apart).values())  # by shared terms: nothing fits
+    answers = {f"e{n}": "memory" if n % 2 else "planning" for n in range(5)}  # 5 of 6 decided
+    placed = group_week(week, THEMES, readers=(*READERS, oracle), extra={"oracle": answers})
+    assert {key: _placed(placed)[key] for key in answers} == answers
+    too_few = group_week(week, THEMES, readers=(*READERS, oracle), extra={"oracle": {"e0": "memory"}})
+    assert all(theme is None for theme in _placed(too_few).values())

@@ -99,6 +99,7 @@ def group_week(
     fits = {name: feed_fit([i for i in ordered if i.feed == name], [i for i in history if i.feed == name], themes)
             for name in feeds}
     fitting = {name for name, fit in fits.items() if fit.fits}
+    fitting |= _decided_feeds(ordered, set(feeds) - fitting, themes, extra or {}, readers)
     week = tuple(item for item in ordered if item.feed in fitting)
     context = Context(themes, week, tuple(i for i in history if i.feed in fitting),
                       tuple(label for label in labels if label.feed in fitting or not label.feed),
@@ -109,6 +110,21 @@ def group_week(
     total = Fit(sum(f.entries for f in fits.values()), sum(f.matched for f in fits.values()), themes.min_fit)
     overall = total if len(fits) > 1 else fits[feeds[0]]
     return Grouping(groups, overall, fits)
+
+
+def _decided_feeds(items: Sequence[Item], unfit: set[str], themes: ThemeSet,
+                   extra: Mapping[str, Mapping[str, object]], readers: Sequence[Reader]) -> set[str]:
+    """The feeds whose keywords do not fit the themes file but whose week a reader that
+    decides (a confident language model) places: at least ``min_fit`` of its entries decided.
+    Such a feed is grouped under the themes, not by shared terms."""
+    decided = set()
+    for name in sorted(unfit):
+        week = tuple(item for item in items if item.feed == name)
+        context = Context(themes, week, (), (), extra, None)
+        sure = sum(1 for item in week if any(reader(item, context).decides for reader in readers))
+        if week and sure >= themes.min_fit * len(week):
+            decided.add(name)
+    return decided
 
 
 def place(item: Item, context: Context, readers: Sequence[Reader]) -> Placement:
