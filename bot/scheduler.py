@@ -162,9 +162,16 @@ def poll_job() -> None:
 def _read_with_llm(ctx: Any) -> None:
     """The language model reads the new entries (bot.llm.reading; nothing when it is off)."""
     from bot.llm.reading import read_new_entries
+    from bot.stopping import Stopped, until_stopped
 
     try:
-        read = read_new_entries(ctx.settings, ctx.factory, stop=ctx.stopping)
+        # a call in flight may take DIGESTBOT_LLM_TIMEOUT: a stop does not wait for it (each
+        # answer is stored in its own transaction; what is not stored is read at the next poll)
+        read = until_stopped(lambda: read_new_entries(ctx.settings, ctx.factory, stop=ctx.stopping),
+                             ctx.stopping, name="llm-reading")
+    except Stopped:
+        log.info("poll: the language model's reading stopped: the service is stopping")
+        return
     except SQLAlchemyError as exc:  # a database outage: the next poll reads them
         log.error("poll: cannot store the language model's readings: %s", exc)
         return

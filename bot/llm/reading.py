@@ -131,7 +131,7 @@ def read_new_entries(settings: Settings, factory: sessionmaker[Session], *, entr
 
     with ThreadPoolExecutor(max_workers=settings.llm_concurrency, thread_name_prefix="llm") as pool:
         list(pool.map(one, fresh))
-    intros = write_intros(settings, factory, run=run)
+    intros = 0 if stop is not None and stop.is_set() else write_intros(settings, factory, run=run)
     return ReadResult("done", counts["read"], counts["refused"], counts["failed"], len(keyed) - len(fresh),
                       intros, run.last_failure)
 
