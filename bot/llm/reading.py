@@ -18,10 +18,9 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,6 +35,7 @@ from bot.models import Entry
 from bot.themes import ThemeSet, load_themes
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CallerFactory = Callable[[Settings, Budget], Caller]
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -129,11 +129,42 @@ def read_new_entries(settings: Settings, factory: sessionmaker[Session], *, entr
         with run.lock:
             counts[outcome] += 1
 
-    with ThreadPoolExecutor(max_workers=settings.llm_concurrency, thread_name_prefix="llm") as pool:
-        list(pool.map(one, fresh))
+    _in_parallel(one, fresh, settings.llm_concurrency)
     intros = 0 if stop is not None and stop.is_set() else write_intros(settings, factory, run=run)
     return ReadResult("done", counts["read"], counts["refused"], counts["failed"], len(keyed) - len(fresh),
                       intros, run.last_failure)
+
+
+def _in_parallel(work: Callable[[T], None], items: Sequence[T], workers: int) -> None:
+    """``work(item)`` for every item, ``workers`` at a time, in daemon threads: a call in
+    flight never keeps the process from exiting once the service stopped waiting for it
+    (``bot.stopping``). The first error any item raised is raised here, after the others ran."""
+    pending = iter(items)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                item = next(pending, _DONE)
+            if item is _DONE:
+                return
+            try:
+                work(item)  # type: ignore[arg-type]
+            except BaseException as exc:  # handed to the caller below
+                with lock:
+                    errors.append(exc)
+
+    threads = [threading.Thread(target=worker, name=f"llm-{n}", daemon=True) for n in range(max(1, workers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+_DONE = object()
 
 
 def _key(model: str, themes: ThemeSet, title: str, summary: str) -> str:
