@@ -32,7 +32,7 @@ system-deps:
 	@sh scripts/install-system-deps.sh
 
 lint: setup
-	$(BIN)/ruff check bot tests bench scripts
+	$(BIN)/ruff check bot tests bench scripts evaluation
 	$(BIN)/mypy bot
 
 # The manual (docs/ and mkdocs.yml) into build/site; --strict: a broken link,
