@@ -86,6 +86,7 @@ def examples(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 UNSAFE_TAGS = {"script", "iframe", "frame", "object", "embed", "style", "link", "form",
                "input", "svg", "math", "base", "img"}
 PERSONAL_SLOT = "__DIGESTBOT_UNSUBSCRIBE_URL__"  # the template's own slot, filled in per reader
+CHOICE_SLOT = "__DIGESTBOT_PREFERENCES_URL__"  # the "choose your themes" slot, filled in per reader
 
 
 class SafetyCheck(HTMLParser):
@@ -104,7 +105,7 @@ class SafetyCheck(HTMLParser):
                 self.problems.append(f"{tag} {name}=")
             if name in ("href", "src", "action", "formaction", "background") and value is not None:
                 target = value.strip().lower()
-                if not target.startswith(("http://", "https://", "mailto:", "#")) and value != PERSONAL_SLOT:
+                if not target.startswith(("http://", "https://", "mailto:", "#")) and value not in (PERSONAL_SLOT, CHOICE_SLOT):
                     self.problems.append(f"{tag} {name}={value!r}")
 
 
