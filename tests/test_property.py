@@ -105,7 +105,8 @@ class SafetyCheck(HTMLParser):
                 self.problems.append(f"{tag} {name}=")
             if name in ("href", "src", "action", "formaction", "background") and value is not None:
                 target = value.strip().lower()
-                if not target.startswith(("http://", "https://", "mailto:", "#")) and value not in (PERSONAL_SLOT, CHOICE_SLOT):
+                slot = value in (PERSONAL_SLOT, CHOICE_SLOT)
+                if not target.startswith(("http://", "https://", "mailto:", "#")) and not slot:
                     self.problems.append(f"{tag} {name}={value!r}")
 
 
