@@ -1,10 +1,13 @@
 """What the model's cached answers add to a built digest: a TL;DR line beside a
 summary written in another language, and each section's introduction (the
-editor's where edited). Reads the cache only; never calls the model."""
+editor's where edited), and the introduction request of each section (which the
+cache is keyed by). Reads the cache only; never calls the model."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -12,7 +15,7 @@ from bot.config import Settings
 from bot.digest.views import DigestData
 from bot.llm import store
 from bot.llm.answer import Reading
-from bot.llm.prompt import body_hash
+from bot.llm.prompt import body_hash, intro_request
 
 CJK_SHARE = 0.2  # from this share of CJK characters among its letters, a text is taken as Chinese
 
@@ -40,7 +43,6 @@ def attach_intros(session: Session, data: DigestData, settings: Settings) -> Dig
     edited = store.week_intros(session, data.week.label)
     generated: dict[str, str] = {}
     if settings.llm_enabled:
-        from bot.llm.reading import section_requests
 
         keyed = {section: body_hash(body) for section, body, _ in section_requests(settings, data)}
         found = store.intros(session, keyed.values())
@@ -50,3 +52,21 @@ def attach_intros(session: Session, data: DigestData, settings: Settings) -> Dig
     themes = tuple(replace(theme, intro=edited.get(theme.key, generated.get(theme.key, "")))
                    for theme in data.themes)
     return replace(data, themes=themes)
+
+
+def intro_body(settings: Settings, name: str, entries: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The introduction request of a section as the digest shows it now."""
+    return intro_request(settings.llm_model or "", name, entries, settings.language)
+
+
+def section_requests(settings: Settings, data: Any) -> list[tuple[str, dict[str, Any], str]]:
+    """(section key, request body, the entries' own text) for every named section of a digest."""
+    found = []
+    for theme in data.themes:
+        if theme.catch_all or not theme.entries:
+            continue
+        name = theme.name_en if settings.language == "en" and theme.name_en and not theme.renamed else theme.name
+        entries = [(entry.title, entry.summary) for entry in theme.entries]
+        text = "\n".join(f"{t}\n{s}" for t, s in entries)
+        found.append((theme.key, intro_body(settings, name, entries), text))
+    return found

@@ -29,7 +29,8 @@ from bot.db import transaction
 from bot.llm import store
 from bot.llm.answer import AnswerError, parse_intro, parse_reading
 from bot.llm.client import Breaker, Budget, Caller, CallError
-from bot.llm.prompt import body_hash, intro_request
+from bot.llm.present import section_requests
+from bot.llm.prompt import body_hash
 from bot.llm.reader import entry_text_of, request_for, tldr_languages
 from bot.models import Entry
 from bot.themes import ThemeSet, load_themes
@@ -206,24 +207,6 @@ def numbers_in_text(intro: str, text: str) -> bool:
     """Every number the introduction writes is written in ``text`` too."""
     written = set(_NUMBER.findall(text))
     return all(number in written for number in _NUMBER.findall(intro))
-
-
-def intro_body(settings: Settings, name: str, entries: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """The introduction request of a section as the digest shows it now."""
-    return intro_request(settings.llm_model or "", name, entries, settings.language)
-
-
-def section_requests(settings: Settings, data: Any) -> list[tuple[str, dict[str, Any], str]]:
-    """(section key, request body, the entries' own text) for every named section of a digest."""
-    found = []
-    for theme in data.themes:
-        if theme.catch_all or not theme.entries:
-            continue
-        name = theme.name_en if settings.language == "en" and theme.name_en and not theme.renamed else theme.name
-        entries = [(entry.title, entry.summary) for entry in theme.entries]
-        text = "\n".join(f"{t}\n{s}" for t, s in entries)
-        found.append((theme.key, intro_body(settings, name, entries), text))
-    return found
 
 
 def write_intros(settings: Settings, factory: sessionmaker[Session], *, run: _Run | None = None,
