@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
 from bot.config import Settings
-from bot.digest.views import DigestData
 from bot.llm import store
 from bot.llm.answer import Reading
 from bot.llm.prompt import body_hash, intro_request
+
+if TYPE_CHECKING:  # bot.digest imports this module: the digest's type for hints only
+    from bot.digest.views import DigestData
 
 CJK_SHARE = 0.2  # from this share of CJK characters among its letters, a text is taken as Chinese
 

@@ -29,7 +29,6 @@ from bot.db import transaction
 from bot.llm import store
 from bot.llm.answer import AnswerError, parse_intro, parse_reading
 from bot.llm.client import Breaker, Budget, Caller, CallError
-from bot.llm.present import section_requests
 from bot.llm.prompt import body_hash
 from bot.llm.reader import entry_text_of, request_for, tldr_languages
 from bot.models import Entry
@@ -216,6 +215,7 @@ def write_intros(settings: Settings, factory: sessionmaker[Session], *, run: _Ru
     from bot.digest.build import build_digest, latest_complete_week
     from bot.digest.queries import digest_for_week
     from bot.digest.week import week_of
+    from bot.llm.present import section_requests
 
     if not settings.llm_enabled:
         return 0
