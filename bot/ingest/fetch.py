@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from bot.errors import FeedError
+from bot.files import file_kind
 from bot.ingest.netpolicy import CHAIN, AddressRefused, Chain, FetchPolicy, PolicyTransport
 from bot.ingest.urls import is_local  # noqa: F401 (where it was first defined; callers import it from here)
 
@@ -267,7 +268,7 @@ def _read_file(url: str, options: FetchOptions, last_modified: str | None) -> Fe
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            raise FeedError(f"{url}: not a regular file ({_kind(info.st_mode)})",
+            raise FeedError(f"{url}: not a regular file ({file_kind(info.st_mode)})",
                             hint="a local feed must be a file of RSS or Atom; " + hint)
         with os.fdopen(fd, "rb") as fh:
             # the file's mtime plays the part of Last-Modified
@@ -280,15 +281,6 @@ def _read_file(url: str, options: FetchOptions, last_modified: str | None) -> Fe
     if len(body) > options.max_bytes:
         raise _too_big(url, options.max_bytes)
     return FetchResult(url, body, last_modified=stamp)
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a plain file"
 
 
 def body_hash(body: bytes) -> str:
